@@ -1,0 +1,82 @@
+// Command dpsgd trains models with differentially private SGD and reports, for the sampler
+// actually used, the privacy guarantee spent.
+//
+//	dpsgd train [flags]    train a model (see dpsgd train --help)
+//
+// Usage errors print one line on stderr and exit with status 2; --json makes the last line of
+// stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `dpsgd: differentially private SGD with a guarantee checked every epoch
+
+Usage:
+  dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
+  dpsgd version          print the version
+`
+
+// version is the command's version string.
+const version = "0.1.0"
+
+// usageError marks an error in the command line: exit status 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "train":
+		err = cmdTrain(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "dpsgd", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usagef("unknown command %q (want train or version)", args[0])
+	}
+	return report(err, args[0], stderr)
+}
+
+// report prints err on one line and maps it to an exit status.
+func report(err error, cmd string, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "dpsgd %s: %v\n", cmd, err)
+		return 2
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "dpsgd %s: %v\n", cmd, err)
+		return 130
+	}
+	fmt.Fprintf(stderr, "dpsgd %s: %v\n", cmd, err)
+	return 1
+}

@@ -1,0 +1,538 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/privacy"
+	"gorgonia.org/tensor"
+)
+
+// preset holds the defaults of one dataset and model: what `dpsgd train --dataset D --model M`
+// runs when no other flag is given. They were chosen by the runs in docs/benchmarks.md.
+type preset struct {
+	hidden     []int
+	batch      int
+	epochs     int
+	lr         float64
+	optimizer  string
+	momentum   float64
+	decay      float64
+	schedule   string
+	ema        float64
+	clip       float64
+	targetEps  float64
+	activation string
+}
+
+func defaultModel(dataset string) string {
+	switch dataset {
+	case "mnist":
+		return "cnn"
+	case "adult":
+		return "logreg"
+	}
+	return "mlp"
+}
+
+func presetFor(dataset, model string) preset {
+	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: "momentum", momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
+	switch dataset + "/" + model {
+	case "mnist/cnn":
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 20, 0.5, 0.99
+	case "mnist/mlp":
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 0.5, 0.99
+	case "mnist/logreg":
+		p.batch, p.epochs, p.lr = 1024, 20, 0.5
+	case "adult/logreg":
+		p.batch, p.epochs, p.lr, p.targetEps = 512, 20, 0.5, 1
+	case "adult/mlp", "adult/cnn":
+		p.hidden, p.batch, p.epochs, p.lr, p.targetEps = []int{32}, 512, 20, 0.5, 1
+	case "synthetic/mlp", "synthetic/cnn":
+		p.hidden, p.epochs = []int{64}, 5
+	case "synthetic/logreg":
+		p.epochs = 5
+	}
+	return p
+}
+
+type trainFlags struct {
+	dataset, dataDir, cacheDir          string
+	model, hidden, activation           string
+	samplerName                         string
+	batch, physBatch, maxBatch, epochs  int
+	sigma, clip, lr, momentum, decay    float64
+	ema                                 float64
+	optimizer, schedule                 string
+	seed                                uint64
+	delta, targetEps                    float64
+	nonPrivate, quiet, jsonOut, float64 bool
+	device, noise                       string
+	replicas                            int
+	set                                 map[string]bool
+}
+
+func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
+	f := &trainFlags{}
+	fs := flag.NewFlagSet("dpsgd train", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn (default: cnn for mnist, logreg for adult, mlp for synthetic)")
+	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
+	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
+	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
+	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
+	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
+	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 4 standard deviations)")
+	fs.IntVar(&f.epochs, "epochs", 0, "epochs to train (the budget may stop earlier)")
+	fs.Float64Var(&f.sigma, "sigma", 0, "noise multiplier σ (noise std σ·C); default: calibrated to --target-epsilon over --epochs")
+	fs.Float64Var(&f.clip, "clip", 0, "per-example clip norm C")
+	fs.Float64Var(&f.lr, "lr", 0, "learning rate")
+	fs.StringVar(&f.optimizer, "optimizer", "", "sgd, momentum or adam")
+	fs.Float64Var(&f.momentum, "momentum", -1, "momentum coefficient (optimizer momentum)")
+	fs.Float64Var(&f.decay, "weight-decay", -1, "L2 weight decay")
+	fs.StringVar(&f.schedule, "schedule", "", "learning-rate schedule: constant or cosine")
+	fs.Float64Var(&f.ema, "ema", -1, "evaluate an exponential moving average of the weights with this decay (0: off)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of initialization, sampling and noise")
+	fs.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ) guarantee")
+	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it")
+	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
+	fs.StringVar(&f.device, "device", "auto", "auto, cpu or cuda")
+	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian")
+	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
+	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: dpsgd train [flags]\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil, flag.ErrHelp
+		}
+		return nil, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	return f, nil
+}
+
+// runConfig is everything a run needs, resolved from the flags.
+type runConfig struct {
+	cfg         engine.Config
+	train, test *datasets.Dataset
+	smp         sampler.Sampler
+	pv          engine.Privacy
+	newAcc      func(sigma float64) (privacy.Accountant, error)
+	sigmaSource string
+}
+
+func (f *trainFlags) resolve(ctx context.Context, stderr io.Writer) (*runConfig, error) {
+	switch f.dataset {
+	case "synthetic", "mnist", "adult":
+	default:
+		return nil, usagef("--dataset %q: want synthetic, mnist or adult", f.dataset)
+	}
+	if f.model == "" {
+		f.model = defaultModel(f.dataset)
+	}
+	switch f.model {
+	case "logreg", "mlp", "cnn":
+	default:
+		return nil, usagef("--model %q: want logreg, mlp or cnn", f.model)
+	}
+	switch f.device {
+	case "auto", "cpu":
+	case "cuda":
+		return nil, usagef("--device cuda: this build has no CUDA backend yet; use auto or cpu")
+	default:
+		return nil, usagef("--device %q: want auto, cpu or cuda", f.device)
+	}
+	if f.noise != "gaussian" {
+		return nil, usagef("--noise %q: this build supports gaussian", f.noise)
+	}
+	p := presetFor(f.dataset, f.model)
+	if !f.set["batch-size"] {
+		f.batch = p.batch
+	}
+	if !f.set["epochs"] {
+		f.epochs = p.epochs
+	}
+	if !f.set["lr"] {
+		f.lr = p.lr
+	}
+	if !f.set["clip"] {
+		f.clip = p.clip
+	}
+	if f.optimizer == "" {
+		f.optimizer = p.optimizer
+	}
+	if !f.set["momentum"] {
+		f.momentum = p.momentum
+	}
+	if !f.set["weight-decay"] {
+		f.decay = p.decay
+	}
+	if f.schedule == "" {
+		f.schedule = p.schedule
+	}
+	if !f.set["ema"] {
+		f.ema = p.ema
+	}
+	if f.activation == "" {
+		f.activation = p.activation
+	}
+	if f.batch < 1 {
+		return nil, usagef("--batch-size %d: want ≥ 1", f.batch)
+	}
+	if f.epochs < 1 {
+		return nil, usagef("--epochs %d: want ≥ 1", f.epochs)
+	}
+	if f.physBatch < 1 {
+		return nil, usagef("--physical-batch %d: want ≥ 1", f.physBatch)
+	}
+	if !(f.lr > 0) || math.IsInf(f.lr, 0) {
+		return nil, usagef("--lr %v: want a finite value > 0", f.lr)
+	}
+	if !(f.delta > 0 && f.delta < 1) {
+		return nil, usagef("--delta %v: want a value in (0, 1)", f.delta)
+	}
+	if f.set["sigma"] && (!(f.sigma > 0) || math.IsInf(f.sigma, 0)) {
+		return nil, usagef("--sigma %v: want a finite value > 0", f.sigma)
+	}
+	if !(f.clip > 0) || math.IsInf(f.clip, 0) {
+		return nil, usagef("--clip %v: want a finite value > 0", f.clip)
+	}
+	if f.set["target-epsilon"] && (!(f.targetEps > 0) || math.IsInf(f.targetEps, 0)) {
+		return nil, usagef("--target-epsilon %v: want a finite value > 0", f.targetEps)
+	}
+	if f.replicas < 0 {
+		return nil, usagef("--replicas %d: want ≥ 0", f.replicas)
+	}
+	act, err := nn.ParseActivation(f.activation)
+	if err != nil {
+		return nil, usagef("--activation: %v", err)
+	}
+	hidden := p.hidden
+	if f.hidden != "" {
+		if hidden, err = parseWidths(f.hidden); err != nil {
+			return nil, usagef("--hidden %q: %v", f.hidden, err)
+		}
+	}
+
+	train, test, err := loadData(ctx, f.dataset, f.dataDir, f.cacheDir, f.seed)
+	if err != nil {
+		return nil, err
+	}
+	if f.batch > train.N {
+		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
+	}
+	var arch nn.Arch
+	switch f.model {
+	case "logreg":
+		arch = nn.LogReg(train.Shape, train.Classes)
+	case "mlp":
+		arch = nn.MLP(train.Shape, train.Classes, hidden, act)
+	case "cnn":
+		if len(train.Shape) != 3 {
+			return nil, usagef("--model cnn needs image data ([C,H,W] examples); %s has shape %v", f.dataset, train.Shape)
+		}
+		arch = nn.CNN(train.Shape, train.Classes, hidden, act)
+	}
+	dt := tensor.Float32
+	if f.float64 {
+		dt = tensor.Float64
+	}
+	rc := &runConfig{train: train, test: test}
+	rc.cfg = engine.Config{
+		Arch: arch, Dtype: dt, PhysicalBatch: min(f.physBatch, f.batch), Replicas: f.replicas,
+		Epochs: f.epochs, Clip: f.clip, Sigma: f.sigma, NonPrivate: f.nonPrivate, Seed: f.seed,
+		Optimizer: engine.OptimizerConfig{
+			Name: f.optimizer, LR: f.lr, Momentum: f.momentum, WeightDecay: f.decay,
+			Schedule: f.schedule, EMA: f.ema,
+		},
+	}
+	if err := f.buildSampler(rc); err != nil {
+		return nil, err
+	}
+	if f.nonPrivate {
+		rc.cfg.Sigma = 0
+		return rc, rc.cfg.Validate()
+	}
+	// σ: given, or calibrated so that the planned epochs spend exactly the budget.
+	target := f.targetEps
+	if !f.set["target-epsilon"] && !f.set["sigma"] {
+		target = p.targetEps
+	}
+	steps := f.epochs * rc.smp.StepsPerEpoch()
+	if !f.set["sigma"] {
+		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
+		sigma, err := privacy.CalibrateSigma(rc.newAcc, steps, budget, 0.3, 200)
+		if err != nil {
+			return nil, usagef("--target-epsilon %v over %d epochs: %v", target, f.epochs, err)
+		}
+		rc.cfg.Sigma = sigma
+		rc.sigmaSource = fmt.Sprintf("calibrated to ε = %g over %d epochs", target, f.epochs)
+	} else {
+		rc.sigmaSource = "given"
+	}
+	acc, err := rc.newAcc(rc.cfg.Sigma)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	rc.pv = engine.Privacy{Accountant: acc, Delta: f.delta}
+	if target > 0 {
+		rc.pv.Budget = &privacy.Budget{Epsilon: target, Delta: f.delta}
+	}
+	return rc, rc.cfg.Validate()
+}
+
+func (f *trainFlags) buildSampler(rc *runConfig) error {
+	n := rc.train.N
+	var err error
+	switch f.samplerName {
+	case "shuffle":
+		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
+		if err == nil {
+			m := rc.smp.StepsPerEpoch()
+			rc.newAcc = func(s float64) (privacy.Accountant, error) { return privacy.NewGaussianEpochs(s, m, privacy.SamplerShuffle) }
+		}
+	case "allocation":
+		m := max(1, int(math.Round(float64(n)/float64(f.batch))))
+		rc.smp, err = sampler.NewAllocation(n, m, f.seed)
+		if err == nil {
+			rc.newAcc = func(s float64) (privacy.Accountant, error) {
+				return privacy.NewGaussianEpochs(s, m, privacy.SamplerAllocation)
+			}
+		}
+	case "poisson":
+		q := float64(f.batch) / float64(n)
+		rc.smp, err = sampler.NewPoisson(n, q, f.seed)
+		if err == nil {
+			rc.newAcc = func(s float64) (privacy.Accountant, error) { return privacy.NewPoissonRDP(q, s, nil) }
+		}
+	case "poisson-truncated":
+		q := float64(f.batch) / float64(n)
+		maxB := f.maxBatch
+		if maxB == 0 {
+			maxB = int(math.Ceil(float64(f.batch) + 4*math.Sqrt(float64(n)*q*(1-q))))
+		}
+		if maxB < 1 {
+			return usagef("--max-batch %d: want ≥ 1", maxB)
+		}
+		rc.smp, err = sampler.NewTruncatedPoisson(n, q, maxB, f.seed)
+		if err == nil {
+			rc.newAcc = func(s float64) (privacy.Accountant, error) {
+				return privacy.NewTruncatedPoisson(q, s, n, maxB, nil)
+			}
+		}
+	default:
+		return usagef("--sampler %q: want shuffle, poisson, poisson-truncated or allocation", f.samplerName)
+	}
+	if err != nil {
+		return usagef("--sampler %s: %v", f.samplerName, err)
+	}
+	return nil
+}
+
+func parseWidths(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("width %q: want an integer ≥ 1", part)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train, test *datasets.Dataset, err error) {
+	if name == "synthetic" {
+		cfg := datasets.DefaultSynthetic()
+		return datasets.Synthetic(cfg)
+	}
+	src := datasets.MNISTSource()
+	if name == "adult" {
+		src = datasets.AdultSource()
+	}
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, nil, usagef("--data-dir %q: not a readable directory", dir)
+		}
+	} else {
+		if cache == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				return nil, nil, usagef("--cache-dir: no user cache directory (%v); give --data-dir or --cache-dir", err)
+			}
+			cache = filepath.Join(base, "dpsgd", name)
+		}
+		client := &http.Client{Timeout: 10 * time.Minute}
+		if dir, err = datasets.Resolve(ctx, client, src, "", cache); err != nil {
+			return nil, nil, fmt.Errorf("dataset %s: %w", name, err)
+		}
+	}
+	if name == "mnist" {
+		train, test, err = datasets.LoadMNIST(dir)
+	} else {
+		train, test, err = datasets.LoadAdult(dir)
+	}
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("dataset %s: %w", name, err)}
+	}
+	return train, test, nil
+}
+
+// trainJSON is the --json result. Keys are a contract (cli-contract.md); add, never rename.
+type trainJSON struct {
+	TestAccuracy      float64             `json:"test_accuracy"`
+	Epsilon           *float64            `json:"epsilon"`
+	Delta             float64             `json:"delta"`
+	EpochsRun         int                 `json:"epochs_run"`
+	Steps             int                 `json:"steps"`
+	StoppedByBudget   bool                `json:"stopped_by_budget"`
+	ExamplesPerSecond float64             `json:"examples_per_second"`
+	Sampler           string              `json:"sampler"`
+	Accountant        string              `json:"accountant"`
+	Guarantee         string              `json:"guarantee"`
+	Dataset           string              `json:"dataset"`
+	Model             string              `json:"model"`
+	Params            int                 `json:"params"`
+	Sigma             float64             `json:"sigma"`
+	SigmaSource       string              `json:"sigma_source,omitempty"`
+	Clip              float64             `json:"clip"`
+	BatchSize         int                 `json:"batch_size"`
+	SampleRate        float64             `json:"sample_rate"`
+	TargetEpsilon     *float64            `json:"target_epsilon,omitempty"`
+	NonPrivate        bool                `json:"non_private"`
+	NonFinite         int                 `json:"non_finite_examples"`
+	Seconds           float64             `json:"seconds"`
+	Interrupted       bool                `json:"interrupted"`
+	Device            string              `json:"device"`
+	Seed              uint64              `json:"seed"`
+	History           []engine.EpochStats `json:"history"`
+}
+
+func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseTrainFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rc, err := f.resolve(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	if f.device == "auto" && !f.quiet {
+		fmt.Fprintln(stderr, "dpsgd: device auto: using the CPU (this build has no CUDA backend yet)")
+	}
+	if !f.quiet {
+		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases")
+		if rc.cfg.NonPrivate {
+			fmt.Fprintf(stderr, "dpsgd: %s %s on %s, NON-PRIVATE baseline, %d epochs\n", f.model, archString(rc.cfg.Arch), f.dataset, f.epochs)
+		} else {
+			fmt.Fprintf(stderr, "dpsgd: %s %s on %s (%d examples), sampler %s, batch %d, σ = %.4g (%s), C = %g, %d epochs\n",
+				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Sigma, rc.sigmaSource, rc.cfg.Clip, f.epochs)
+		}
+	}
+	prog := newProgress(stderr, f.quiet, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
+	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
+	if res == nil || (trainErr != nil && !res.Interrupted) {
+		return trainErr
+	}
+	out := trainJSON{
+		TestAccuracy: res.TestAccuracy, Delta: f.delta, EpochsRun: res.EpochsRun, Steps: res.Steps,
+		StoppedByBudget: res.StoppedByBudget, ExamplesPerSecond: res.ExamplesPerSecond,
+		Sampler: rc.smp.Name(), Accountant: "none", Dataset: f.dataset, Model: f.model,
+		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.sigmaSource, Clip: rc.cfg.Clip,
+		BatchSize: f.batch, SampleRate: rc.smp.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
+		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
+		Device: "cpu", Seed: f.seed, History: res.History,
+	}
+	if rc.pv.Budget != nil {
+		t := rc.pv.Budget.Epsilon
+		out.TargetEpsilon = &t
+	}
+	if rc.cfg.NonPrivate {
+		out.Guarantee = "none: non-private baseline"
+	} else {
+		eps := res.Epsilon
+		if res.Steps == 0 || math.IsNaN(eps) {
+			eps = 0 // no step taken: nothing spent
+		}
+		out.Epsilon = &eps
+		out.Accountant = rc.pv.Accountant.Name()
+		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps, proven for the %s sampler by the %s accountant",
+			eps, f.delta, res.Steps, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
+	}
+	for i := range out.History {
+		if math.IsNaN(out.History[i].Epsilon) {
+			out.History[i].Epsilon = 0
+		}
+		if math.IsNaN(out.History[i].TrainLoss) {
+			out.History[i].TrainLoss = -1
+		}
+	}
+	if !f.quiet || !f.jsonOut {
+		printSummary(stdout, out, res)
+	}
+	if f.jsonOut {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return fmt.Errorf("encoding the result: %w", err)
+		}
+		fmt.Fprintln(stdout, string(b))
+	}
+	return trainErr
+}
+
+func printSummary(w io.Writer, out trainJSON, res *engine.Result) {
+	fmt.Fprintf(w, "test accuracy %.4f after %d epochs (%d steps, %.0f examples/s, %.1f s)\n",
+		out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
+	fmt.Fprintf(w, "privacy: %s\n", out.Guarantee)
+	if out.StoppedByBudget {
+		fmt.Fprintf(w, "stopped by the budget: one more epoch would exceed ε = %g\n", *out.TargetEpsilon)
+	}
+	if res.NonFinite > 0 {
+		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model\n", res.NonFinite)
+	}
+}
+
+func archString(a nn.Arch) string {
+	ls, err := a.Layers()
+	if err != nil {
+		return "?"
+	}
+	parts := []string{strconv.Itoa(a.InputSize())}
+	for _, l := range ls {
+		if l.Positions > 1 {
+			parts = append(parts, fmt.Sprintf("conv%d", l.Out))
+		} else {
+			parts = append(parts, strconv.Itoa(l.Out))
+		}
+	}
+	return strings.Join(parts, "-")
+}

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+	"gorgonia.org/tensor"
+)
+
+// evaluator is a forward-only graph at the evaluation batch size.
+type evaluator[T kernels.Float] struct {
+	net  *nn.Net
+	x    *tensor.Dense
+	rows []int
+}
+
+func newEvaluator[T kernels.Float](arch nn.Arch, params *nn.Params, batch int) (*evaluator[T], error) {
+	net, err := nn.Build(arch, params, batch, false)
+	if err != nil {
+		return nil, err
+	}
+	xshape := []int{batch, arch.InputSize()}
+	if len(arch.Conv) > 0 {
+		xshape = append([]int{batch}, arch.Input...)
+	}
+	return &evaluator[T]{net: net, x: tensor.New(tensor.WithShape(xshape...), tensor.Of(params.Dtype))}, nil
+}
+
+// correct counts the correctly classified examples among ds rows [lo, hi).
+func (ev *evaluator[T]) correct(ds *datasets.Dataset, lo, hi int) (int, error) {
+	x := ev.x.Data().([]T)
+	d, k := ds.D, ds.Classes
+	clear(x)
+	for i := lo; i < hi; i++ {
+		dst := x[(i-lo)*d : (i-lo+1)*d]
+		for j, v := range ds.X[i*d : (i+1)*d] {
+			dst[j] = T(v)
+		}
+	}
+	if err := ev.net.Run(ev.x, nil); err != nil {
+		return 0, err
+	}
+	logits := ev.net.Logits().Data().([]T)
+	n := 0
+	for i := lo; i < hi; i++ {
+		if argmax(logits[(i-lo)*k:(i-lo+1)*k]) == ds.Y[i] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// evaluate returns the accuracy on ds, batches spread over the evaluators.
+func (r *run[T]) evaluate(ds *datasets.Dataset) (float64, error) {
+	if ds == nil || ds.N == 0 {
+		return 0, nil
+	}
+	b := r.cfg.EvalBatch
+	nb := (ds.N + b - 1) / b
+	counts := make([]int, len(r.evals))
+	errs := make([]error, len(r.evals))
+	var wg sync.WaitGroup
+	for ei, ev := range r.evals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := ei; j < nb; j += len(r.evals) {
+				c, err := ev.correct(ds, j*b, min((j+1)*b, ds.N))
+				if err != nil {
+					errs[ei] = err
+					return
+				}
+				counts[ei] += c
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+		total += counts[i]
+	}
+	return float64(total) / float64(ds.N), nil
+}

@@ -1,0 +1,225 @@
+// Package nn builds dpsgd's models as Gorgonia graphs and exposes, for every layer with
+// parameters, the two matrices the DP step needs to clip without materializing per-example
+// gradients: the layer's input rows A and the per-example errors E at its pre-activation.
+//
+// Every parametric layer is a "GEMM layer" Z = A·W + b evaluated on B·P rows, where B is the
+// physical batch and P the number of positions an example contributes: P = 1 for a dense
+// layer, P = H'·W' output positions for a convolution (A is then the im2col patch matrix).
+// The gradient of example i is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows (DESIGN.md step 3), and the
+// clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for either kind.
+//
+// Graphs use a SUM loss over the batch (never the mean), so row i of ∂L/∂Z is ∂ℓᵢ/∂Zᵢ; rows of
+// padding examples have an all-zero one-hot label and therefore contribute exactly zero loss and
+// zero error.
+package nn
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Activation names a pointwise non-linearity.
+type Activation string
+
+// The supported activations. tanh is the default: under DP it trained better than ReLU on
+// MNIST in the measurements recorded in DESIGN.md.
+const (
+	Tanh Activation = "tanh"
+	ReLU Activation = "relu"
+)
+
+// ConvSpec describes one square 2-D convolution, optionally followed by max pooling.
+type ConvSpec struct {
+	Filters    int // output channels
+	Kernel     int // kernel height = width
+	Stride     int
+	Pad        int // zero padding on every side
+	PoolKernel int // 0: no pooling
+	PoolStride int
+}
+
+// Arch describes a model: optional convolutions, then dense hidden layers, then a dense
+// output layer with one logit per class.
+type Arch struct {
+	Kind       string // "logreg", "mlp" or "cnn"
+	Input      []int  // per-example shape: [D] or [C, H, W]
+	Classes    int
+	Conv       []ConvSpec
+	Hidden     []int
+	Activation Activation
+}
+
+// LogReg is multinomial logistic regression: one dense layer.
+func LogReg(input []int, classes int) Arch {
+	return Arch{Kind: "logreg", Input: flatShape(input), Classes: classes, Activation: Tanh}
+}
+
+// MLP is a fully connected network with the given hidden widths.
+func MLP(input []int, classes int, hidden []int, act Activation) Arch {
+	return Arch{Kind: "mlp", Input: flatShape(input), Classes: classes, Hidden: append([]int(nil), hidden...), Activation: act}
+}
+
+// CNN is the small convolutional network common in DP-SGD work on MNIST (Papernot et al.'s
+// tempered-sigmoid CNN, also the TF Privacy and Opacus MNIST example): conv 16×8×8 stride 2
+// pad 3, max-pool 2 stride 1, conv 32×4×4 stride 2, max-pool 2 stride 1, dense `hidden`
+// (default 32), dense to the classes; about 26k parameters on 1×28×28 inputs.
+func CNN(input []int, classes int, hidden []int, act Activation) Arch {
+	if len(hidden) == 0 {
+		hidden = []int{32}
+	}
+	return Arch{
+		Kind: "cnn", Input: append([]int(nil), input...), Classes: classes,
+		Conv: []ConvSpec{
+			{Filters: 16, Kernel: 8, Stride: 2, Pad: 3, PoolKernel: 2, PoolStride: 1},
+			{Filters: 32, Kernel: 4, Stride: 2, Pad: 0, PoolKernel: 2, PoolStride: 1},
+		},
+		Hidden: append([]int(nil), hidden...), Activation: act,
+	}
+}
+
+func flatShape(s []int) []int {
+	d := 1
+	for _, v := range s {
+		d *= v
+	}
+	return []int{d}
+}
+
+// ParseActivation accepts "tanh" or "relu".
+func ParseActivation(s string) (Activation, error) {
+	switch Activation(strings.ToLower(s)) {
+	case Tanh:
+		return Tanh, nil
+	case ReLU:
+		return ReLU, nil
+	}
+	return "", fmt.Errorf("activation %q: want tanh or relu", s)
+}
+
+// Validate checks the shapes: every size positive, convolutions only on [C,H,W] inputs, and
+// every convolution and pooling leaving at least one output position.
+func (a Arch) Validate() error {
+	if a.Classes < 2 {
+		return fmt.Errorf("arch: classes = %d, want ≥ 2", a.Classes)
+	}
+	if len(a.Input) == 0 {
+		return fmt.Errorf("arch: empty input shape")
+	}
+	for _, v := range a.Input {
+		if v < 1 {
+			return fmt.Errorf("arch: input shape %v has a dimension < 1", a.Input)
+		}
+	}
+	for i, h := range a.Hidden {
+		if h < 1 {
+			return fmt.Errorf("arch: hidden layer %d has width %d, want ≥ 1", i, h)
+		}
+	}
+	if a.Activation != Tanh && a.Activation != ReLU {
+		return fmt.Errorf("arch: activation %q: want tanh or relu", a.Activation)
+	}
+	if len(a.Conv) > 0 {
+		if len(a.Input) != 3 {
+			return fmt.Errorf("arch: convolutions need a [C,H,W] input, got %v", a.Input)
+		}
+		_, err := a.convShapes()
+		return err
+	}
+	return nil
+}
+
+// convGeom is the geometry of one convolution layer on one example.
+type convGeom struct {
+	inC, inH, inW    int
+	outH, outW       int // after the convolution
+	poolH, poolW     int // after pooling (= outH, outW without pooling)
+	patch            int // C·k·k
+	filters          int
+	spec             ConvSpec
+	positions        int // outH·outW
+	flatAfterPooling int // filters·poolH·poolW
+}
+
+func (a Arch) convShapes() ([]convGeom, error) {
+	c, h, w := a.Input[0], a.Input[1], a.Input[2]
+	var out []convGeom
+	for i, s := range a.Conv {
+		if s.Filters < 1 || s.Kernel < 1 || s.Stride < 1 || s.Pad < 0 {
+			return nil, fmt.Errorf("arch: conv %d: filters, kernel, stride must be ≥ 1 and pad ≥ 0, got %+v", i, s)
+		}
+		oh := (h+2*s.Pad-s.Kernel)/s.Stride + 1
+		ow := (w+2*s.Pad-s.Kernel)/s.Stride + 1
+		if oh < 1 || ow < 1 {
+			return nil, fmt.Errorf("arch: conv %d: kernel %d does not fit a %dx%d input with pad %d", i, s.Kernel, h, w, s.Pad)
+		}
+		g := convGeom{inC: c, inH: h, inW: w, outH: oh, outW: ow, patch: c * s.Kernel * s.Kernel, filters: s.Filters, spec: s, positions: oh * ow}
+		ph, pw := oh, ow
+		if s.PoolKernel > 0 {
+			if s.PoolStride < 1 {
+				return nil, fmt.Errorf("arch: conv %d: pool stride %d, want ≥ 1", i, s.PoolStride)
+			}
+			ph = (oh-s.PoolKernel)/s.PoolStride + 1
+			pw = (ow-s.PoolKernel)/s.PoolStride + 1
+			if ph < 1 || pw < 1 {
+				return nil, fmt.Errorf("arch: conv %d: pool %d does not fit %dx%d", i, s.PoolKernel, oh, ow)
+			}
+		}
+		g.poolH, g.poolW = ph, pw
+		g.flatAfterPooling = s.Filters * ph * pw
+		out = append(out, g)
+		c, h, w = s.Filters, ph, pw
+	}
+	return out, nil
+}
+
+// InputSize is the number of features of one example.
+func (a Arch) InputSize() int {
+	d := 1
+	for _, v := range a.Input {
+		d *= v
+	}
+	return d
+}
+
+// LayerShape is one GEMM layer's geometry: In×Out weights, a bias of Out, and Positions rows
+// per example.
+type LayerShape struct {
+	Name      string
+	In, Out   int
+	Positions int
+}
+
+// Layers lists the GEMM layers in order.
+func (a Arch) Layers() ([]LayerShape, error) {
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	var out []LayerShape
+	in := a.InputSize()
+	if len(a.Conv) > 0 {
+		geo, _ := a.convShapes()
+		for i, g := range geo {
+			out = append(out, LayerShape{Name: fmt.Sprintf("conv%d", i+1), In: g.patch, Out: g.filters, Positions: g.positions})
+			in = g.flatAfterPooling
+		}
+	}
+	for i, h := range a.Hidden {
+		out = append(out, LayerShape{Name: fmt.Sprintf("dense%d", i+1), In: in, Out: h, Positions: 1})
+		in = h
+	}
+	out = append(out, LayerShape{Name: "out", In: in, Out: a.Classes, Positions: 1})
+	return out, nil
+}
+
+// NumParams counts weights and biases.
+func (a Arch) NumParams() int {
+	ls, err := a.Layers()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range ls {
+		n += l.In*l.Out + l.Out
+	}
+	return n
+}

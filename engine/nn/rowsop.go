@@ -1,0 +1,324 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// The convolutional part of a model works in a "rows" layout: an activation of shape
+// B×H×W×C is held as a (B·H·W)×C matrix, rows example-major then image row then column. In
+// that layout a convolution is a plain GEMM over im2col patches and needs no transposes.
+// rowsOp implements the two data movements between GEMMs as Gorgonia ops, parallel over
+// examples (Gorgonia's own Im2Col, MaxPool2D and Transpose run on one core and were half of a
+// CNN step in our profile):
+//
+//   - pool:    max pooling, k×k windows at stride s, no padding;
+//   - patches: im2col with zero padding; columns ordered (ky, kx, channel).
+//
+// Each has a gradient op (rowsDiffOp): the pool gradient routes ∂L/∂y to the first maximum of
+// each window (ties broken by scan order, as in the forward pass); the patches gradient adds
+// every patch entry back to the pixel it was copied from.
+type rowsOp struct {
+	pool    bool // true: max pool; false: patches
+	b, h, w int  // input geometry (per example h×w positions)
+	c       int  // channels = input columns
+	k, s    int  // window and stride
+	pad     int  // zero padding (patches only)
+	oh, ow  int  // output positions per example
+}
+
+func newRowsOp(pool bool, b, h, w, c, k, s, pad int) *rowsOp {
+	op := &rowsOp{pool: pool, b: b, h: h, w: w, c: c, k: k, s: s, pad: pad}
+	op.oh = (h+2*pad-k)/s + 1
+	op.ow = (w+2*pad-k)/s + 1
+	return op
+}
+
+func (op *rowsOp) outCols() int {
+	if op.pool {
+		return op.c
+	}
+	return op.k * op.k * op.c
+}
+
+func (op *rowsOp) Arity() int { return 1 }
+
+func (op *rowsOp) Type() hm.Type {
+	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t, t)
+}
+
+func (op *rowsOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{op.b * op.oh * op.ow, op.outCols()}, nil
+}
+
+func (op *rowsOp) Do(inputs ...G.Value) (G.Value, error) {
+	x, err := op.check(inputs, 1)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.oh*op.ow, op.outCols()))
+	return op.UsePreallocDo(out, inputs...)
+}
+
+func (op *rowsOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
+	x, err := op.check(inputs, 1)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: preallocated value is %T", op, prealloc)
+	}
+	switch xd := x.Data().(type) {
+	case []float32:
+		rowsForward(op, out.Data().([]float32), xd)
+	case []float64:
+		rowsForward(op, out.Data().([]float64), xd)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
+	}
+	return out, nil
+}
+
+func (op *rowsOp) check(inputs []G.Value, n int) (*tensor.Dense, error) {
+	if len(inputs) != n {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), n)
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: input is %T, want a dense tensor", op, inputs[0])
+	}
+	if s := x.Shape(); len(s) != 2 || s[0] != op.b*op.h*op.w || s[1] != op.c {
+		return nil, fmt.Errorf("%v: input shape %v, want (%d, %d)", op, s, op.b*op.h*op.w, op.c)
+	}
+	return x, nil
+}
+
+func (op *rowsOp) ReturnsPtr() bool      { return false }
+func (op *rowsOp) CallsExtern() bool     { return false }
+func (op *rowsOp) OverwritesInput() int  { return -1 }
+func (op *rowsOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *rowsOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
+func (op *rowsOp) String() string {
+	kind := "Patches"
+	if op.pool {
+		kind = "MaxPool"
+	}
+	return fmt.Sprintf("Rows%s{b=%d h=%d w=%d c=%d k=%d s=%d pad=%d}", kind, op.b, op.h, op.w, op.c, op.k, op.s, op.pad)
+}
+
+func (op *rowsOp) DiffWRT(int) []bool { return []bool{true} }
+
+func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
+	}
+	dx, err := G.ApplyOp(&rowsDiffOp{fwd: op}, inputs[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// rowsDiffOp computes ∂L/∂x from the forward input x and ∂L/∂y.
+type rowsDiffOp struct{ fwd *rowsOp }
+
+func (d *rowsDiffOp) Arity() int { return 2 }
+
+func (d *rowsDiffOp) Type() hm.Type {
+	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t, t, t)
+}
+
+func (d *rowsDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	op := d.fwd
+	return tensor.Shape{op.b * op.h * op.w, op.c}, nil
+}
+
+func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) {
+	op := d.fwd
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: input is %T", d, inputs[0])
+	}
+	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.h*op.w, op.c))
+	return d.UsePreallocDo(out, inputs...)
+}
+
+func (d *rowsDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
+	op := d.fwd
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
+	}
+	x, ok1 := inputs[0].(*tensor.Dense)
+	dy, ok2 := inputs[1].(*tensor.Dense)
+	out, ok3 := prealloc.(*tensor.Dense)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, fmt.Errorf("%v: inputs must be dense tensors", d)
+	}
+	if s := dy.Shape(); len(s) != 2 || s[0] != op.b*op.oh*op.ow || s[1] != op.outCols() {
+		return nil, fmt.Errorf("%v: gradient shape %v", d, s)
+	}
+	switch xd := x.Data().(type) {
+	case []float32:
+		rowsBackward(op, out.Data().([]float32), xd, dy.Data().([]float32))
+	case []float64:
+		rowsBackward(op, out.Data().([]float64), xd, dy.Data().([]float64))
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", d, x.Dtype())
+	}
+	return out, nil
+}
+
+func (d *rowsDiffOp) ReturnsPtr() bool      { return false }
+func (d *rowsDiffOp) CallsExtern() bool     { return false }
+func (d *rowsDiffOp) OverwritesInput() int  { return -1 }
+func (d *rowsDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+func (d *rowsDiffOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	d.WriteHash(h)
+	return h.Sum32()
+}
+func (d *rowsDiffOp) String() string { return "Grad" + d.fwd.String() }
+
+func rowsForward[T float32 | float64](op *rowsOp, out, x []T) {
+	per := op.h * op.w * op.c
+	oper := op.oh * op.ow * op.outCols()
+	parallelExamples(op.b, func(i int) {
+		xi := x[i*per : (i+1)*per]
+		oi := out[i*oper : (i+1)*oper]
+		if op.pool {
+			poolForward(op, oi, xi)
+		} else {
+			patchesForward(op, oi, xi)
+		}
+	})
+}
+
+func rowsBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
+	per := op.h * op.w * op.c
+	oper := op.oh * op.ow * op.outCols()
+	parallelExamples(op.b, func(i int) {
+		dxi := dx[i*per : (i+1)*per]
+		clear(dxi)
+		dyi := dy[i*oper : (i+1)*oper]
+		if op.pool {
+			poolBackward(op, dxi, x[i*per:(i+1)*per], dyi)
+		} else {
+			patchesBackward(op, dxi, dyi)
+		}
+	})
+}
+
+func poolForward[T float32 | float64](op *rowsOp, out, x []T) {
+	c := op.c
+	for oy := 0; oy < op.oh; oy++ {
+		for ox := 0; ox < op.ow; ox++ {
+			o := out[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
+			first := x[((oy*op.s)*op.w+ox*op.s)*c:]
+			copy(o, first[:c])
+			for ky := 0; ky < op.k; ky++ {
+				for kx := 0; kx < op.k; kx++ {
+					src := x[((oy*op.s+ky)*op.w+ox*op.s+kx)*c:]
+					for ch := 0; ch < c; ch++ {
+						if src[ch] > o[ch] {
+							o[ch] = src[ch]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func poolBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
+	c := op.c
+	at := make([]int, c)
+	best := make([]T, c)
+	for oy := 0; oy < op.oh; oy++ {
+		for ox := 0; ox < op.ow; ox++ {
+			first := ((oy*op.s)*op.w + ox*op.s) * c
+			for ch := range at {
+				at[ch], best[ch] = first+ch, x[first+ch]
+			}
+			for ky := 0; ky < op.k; ky++ {
+				for kx := 0; kx < op.k; kx++ {
+					base := ((oy*op.s+ky)*op.w + ox*op.s + kx) * c
+					src := x[base : base+c]
+					for ch, v := range src {
+						if v > best[ch] {
+							at[ch], best[ch] = base+ch, v
+						}
+					}
+				}
+			}
+			g := dy[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
+			for ch, v := range g {
+				dx[at[ch]] += v
+			}
+		}
+	}
+}
+
+func patchesForward[T float32 | float64](op *rowsOp, out, x []T) {
+	c, k := op.c, op.k
+	cols := k * k * c
+	for oy := 0; oy < op.oh; oy++ {
+		for ox := 0; ox < op.ow; ox++ {
+			o := out[(oy*op.ow+ox)*cols : (oy*op.ow+ox+1)*cols]
+			for ky := 0; ky < k; ky++ {
+				y := oy*op.s - op.pad + ky
+				for kx := 0; kx < k; kx++ {
+					xx := ox*op.s - op.pad + kx
+					dst := o[(ky*k+kx)*c : (ky*k+kx+1)*c]
+					if y < 0 || y >= op.h || xx < 0 || xx >= op.w {
+						clear(dst)
+						continue
+					}
+					copy(dst, x[(y*op.w+xx)*c:(y*op.w+xx+1)*c])
+				}
+			}
+		}
+	}
+}
+
+func patchesBackward[T float32 | float64](op *rowsOp, dx, dy []T) {
+	c, k := op.c, op.k
+	cols := k * k * c
+	for oy := 0; oy < op.oh; oy++ {
+		for ox := 0; ox < op.ow; ox++ {
+			g := dy[(oy*op.ow+ox)*cols : (oy*op.ow+ox+1)*cols]
+			for ky := 0; ky < k; ky++ {
+				y := oy*op.s - op.pad + ky
+				if y < 0 || y >= op.h {
+					continue
+				}
+				for kx := 0; kx < k; kx++ {
+					xx := ox*op.s - op.pad + kx
+					if xx < 0 || xx >= op.w {
+						continue
+					}
+					dst := dx[(y*op.w+xx)*c : (y*op.w+xx+1)*c]
+					src := g[(ky*k+kx)*c : (ky*k+kx+1)*c]
+					for ch := range dst {
+						dst[ch] += src[ch]
+					}
+				}
+			}
+		}
+	}
+}
