@@ -7,6 +7,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -111,6 +114,7 @@ type Result struct {
 	Seconds           float64
 	NonFinite         int
 	History           []EpochStats
+	ParamsDigest      string // SHA-256 of the final parameters' bits: equal runs, equal digests
 }
 
 // Progress receives the loop's events; all methods are called from the training goroutine.
@@ -340,6 +344,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 
 func (r *run[T]) finish(res *Result, test *datasets.Dataset, start time.Time, examples, steps int) {
 	res.Steps = steps
+	res.ParamsDigest = digest(paramSlices[T](r.params))
 	res.Seconds = time.Since(start).Seconds()
 	if res.Seconds > 0 {
 		res.ExamplesPerSecond = float64(examples) / res.Seconds
@@ -356,6 +361,19 @@ func (r *run[T]) close() {
 	for _, ev := range r.evals {
 		_ = ev.net.Close()
 	}
+}
+
+// digest hashes the parameters' bit patterns.
+func digest[T kernels.Float](ps [][]T) string {
+	h := sha256.New()
+	var buf [8]byte
+	for _, p := range ps {
+		for _, v := range p {
+			binary.LittleEndian.PutUint64(buf[:], math.Float64bits(float64(v)))
+			h.Write(buf[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // mix derives independent 64-bit seeds from one seed (splitmix64 finalizer).

@@ -54,9 +54,10 @@ func presetFor(dataset, model string) preset {
 	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: "momentum", momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
 	switch dataset + "/" + model {
 	case "mnist/cnn":
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 20, 0.5, 0.99
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
 	case "mnist/mlp":
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 0.5, 0.99
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 1, 0.99
+		p.optimizer, p.decay = "sgd", 1e-4
 	case "mnist/logreg":
 		p.batch, p.epochs, p.lr = 1024, 20, 0.5
 	case "adult/logreg":
@@ -100,7 +101,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
 	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
 	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
-	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 4 standard deviations)")
+	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 10 standard deviations + 10)")
 	fs.IntVar(&f.epochs, "epochs", 0, "epochs to train (the budget may stop earlier)")
 	fs.Float64Var(&f.sigma, "sigma", 0, "noise multiplier σ (noise std σ·C); default: calibrated to --target-epsilon over --epochs")
 	fs.Float64Var(&f.clip, "clip", 0, "per-example clip norm C")
@@ -335,7 +336,9 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 		q := float64(f.batch) / float64(n)
 		maxB := f.maxBatch
 		if maxB == 0 {
-			maxB = int(math.Ceil(float64(f.batch) + 4*math.Sqrt(float64(n)*q*(1-q))))
+			// Far enough in the tail that the truncation term T·p·(1+e^ε) of the accountant
+			// is negligible next to δ.
+			maxB = min(n, int(math.Ceil(float64(f.batch)+10*math.Sqrt(float64(n)*q*(1-q))+10)))
 		}
 		if maxB < 1 {
 			return usagef("--max-batch %d: want ≥ 1", maxB)

@@ -1,0 +1,62 @@
+# dpsgd — build, run, test, bench. Every target installs what it needs through the Go module
+# proxy (go.mod pins the versions); nothing else is required on a fresh machine but Go.
+
+GO        ?= go
+BIN       := bin/dpsgd
+SHARED    ?= ../shared/datasets
+FUZZTIME  ?= 10s
+STATICCHECK_VERSION := v0.7.0
+
+.PHONY: all build run test test-short vet lint fuzz bench bench-step mnist-cnn mnist-mlp adult clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/dpsgd
+
+# The main job: train on the built-in synthetic dataset with DP and print accuracy and ε.
+run: build
+	./$(BIN) train
+
+# Everything CI checks: formatting, vet, staticcheck, the whole test suite (race detector off:
+# the suite is numeric and long), and a short run of every fuzz target.
+test: vet lint
+	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# Every fuzz target for FUZZTIME (go test -fuzz takes one target per run).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=2s ./kernels ./engine/...
+
+# DP step against non-private step, MLP 784-256-10, batch 256 (the issue's ratio).
+bench-step:
+	$(GO) test -run='^$$' -bench='Step' -benchtime=3s -count=3 ./engine
+
+# The measured runs of docs/benchmarks.md (real data from $(SHARED)).
+mnist-cnn: build
+	./$(BIN) train --dataset mnist --data-dir $(SHARED)/mnist --model cnn --sampler poisson --target-epsilon 3 --delta 1e-5 --json
+mnist-mlp: build
+	./$(BIN) train --dataset mnist --data-dir $(SHARED)/mnist --model mlp --sampler poisson --target-epsilon 3 --delta 1e-5 --json
+adult: build
+	./$(BIN) train --dataset adult --data-dir $(SHARED)/uci-adult --model logreg --sampler poisson --target-epsilon 1 --delta 1e-5 --json
+
+clean:
+	rm -rf bin

@@ -1,0 +1,45 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"gorgonia.org/tensor"
+)
+
+// BenchmarkStep compares one DP-SGD step with one non-private step of the same model (MLP
+// 784-256-10, batch 256, float32) in one run; the non-private step is the same code path
+// without clipping and noise. `make bench-step` runs it; docs/benchmarks.md has the ratios.
+func BenchmarkStep(b *testing.B) {
+	arch := nn.MLP([]int{784}, 10, []int{256}, nn.Tanh)
+	ds := randomDataset(arch, 4096, 1)
+	for _, mode := range []struct {
+		name       string
+		nonPrivate bool
+	}{{"dp", false}, {"nonprivate", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			cfg := Config{Arch: arch, Dtype: tensor.Float32, PhysicalBatch: 256, Epochs: 1, Clip: 1, Sigma: 1,
+				NonPrivate: mode.nonPrivate, Optimizer: OptimizerConfig{Name: "sgd", LR: 0.1}}
+			if err := cfg.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			r, err := newRun[float32](cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			idx := make([]int, 256)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := range idx {
+					idx[j] = rng.IntN(ds.N)
+				}
+				if _, err := r.step(ds, idx, i, b.N, 256); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "examples/s")
+		})
+	}
+}

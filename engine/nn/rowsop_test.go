@@ -1,0 +1,186 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/tensor"
+)
+
+func randSlice(r *rand.Rand, n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = r.NormFloat64()
+	}
+	return s
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// TestPatchesAdjoint: patches is linear, so its gradient must be its adjoint:
+// ⟨patches(x), y⟩ = ⟨x, patchesᵀ(y)⟩ for all x, y.
+func TestPatchesAdjoint(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, op := range []*rowsOp{
+		newRowsOp(false, 2, 6, 5, 3, 3, 1, 1),
+		newRowsOp(false, 3, 7, 7, 2, 4, 2, 0),
+		newRowsOp(false, 1, 5, 5, 1, 5, 1, 2),
+	} {
+		x := randSlice(r, op.b*op.h*op.w*op.c)
+		y := randSlice(r, op.b*op.oh*op.ow*op.outCols())
+		px := make([]float64, len(y))
+		rowsForward(op, px, x)
+		pty := make([]float64, len(x))
+		rowsBackward(op, pty, x, y)
+		lhs, rhs := dot(px, y), dot(x, pty)
+		if math.Abs(lhs-rhs) > 1e-12*math.Max(1, math.Abs(lhs)) {
+			t.Errorf("%v: ⟨Px, y⟩ = %v, ⟨x, Pᵀy⟩ = %v", op, lhs, rhs)
+		}
+	}
+}
+
+// TestPatchesLayout: one hand-checked case of the column order (ky, kx, channel) and padding.
+func TestPatchesLayout(t *testing.T) {
+	op := newRowsOp(false, 1, 2, 2, 2, 2, 1, 1) // 2×2 image, 2 channels, 2×2 kernel, pad 1: 3×3 outputs
+	// pixel (y, x) channel c holds 10·(2y+x) + c
+	x := []float64{0, 1, 10, 11, 20, 21, 30, 31}
+	out := make([]float64, op.oh*op.ow*op.outCols())
+	rowsForward(op, out, x)
+	// output (0,0): window rows −1..0, cols −1..0: only (0,0) is inside, at (ky,kx) = (1,1).
+	want := []float64{0, 0, 0, 0, 0, 0, 0, 1}
+	for j, v := range want {
+		if out[j] != v {
+			t.Fatalf("output (0,0) column %d = %v, want %v (row %v)", j, out[j], v, out[:8])
+		}
+	}
+}
+
+// TestPoolGradient checks the max-pool gradient by central differences (inputs drawn so that
+// window maxima are unique).
+func TestPoolGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, op := range []*rowsOp{newRowsOp(true, 2, 5, 5, 3, 2, 1, 0), newRowsOp(true, 1, 6, 4, 2, 2, 2, 0)} {
+		x := randSlice(r, op.b*op.h*op.w*op.c)
+		w := randSlice(r, op.b*op.oh*op.ow*op.c)
+		f := func(x []float64) float64 {
+			y := make([]float64, len(w))
+			rowsForward(op, y, x)
+			return dot(y, w)
+		}
+		g := make([]float64, len(x))
+		rowsBackward(op, g, x, w)
+		const h = 1e-6
+		for i := range x {
+			xp := append([]float64(nil), x...)
+			xm := append([]float64(nil), x...)
+			xp[i] += h
+			xm[i] -= h
+			fd := (f(xp) - f(xm)) / (2 * h)
+			if math.Abs(fd-g[i]) > 1e-6 {
+				t.Fatalf("%v: ∂/∂x[%d] = %v, finite difference %v", op, i, g[i], fd)
+			}
+		}
+	}
+}
+
+// TestPoolForward against a direct max over each window.
+func TestPoolForward(t *testing.T) {
+	op := newRowsOp(true, 1, 3, 3, 1, 2, 1, 0)
+	x := []float64{1, 5, 2, 7, 3, 9, 4, 8, 6}
+	y := make([]float64, 4)
+	rowsForward(op, y, x)
+	want := []float64{7, 9, 8, 9}
+	for i := range want {
+		if y[i] != want[i] {
+			t.Fatalf("pool = %v, want %v", y, want)
+		}
+	}
+}
+
+func TestBiasAdd(t *testing.T) {
+	op := &biasOp{m: 3, n: 2}
+	x := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
+	b := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{10, 20}))
+	v, err := op.Do(x, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{11, 22, 13, 24, 15, 26}
+	for i, got := range v.Data().([]float64) {
+		if got != want[i] {
+			t.Fatalf("bias add = %v, want %v", v.Data(), want)
+		}
+	}
+	if _, err := op.Do(x); err == nil {
+		t.Fatal("one input accepted")
+	}
+}
+
+func TestArchValidate(t *testing.T) {
+	bad := []Arch{
+		{Kind: "mlp", Input: []int{4}, Classes: 1, Activation: Tanh},
+		{Kind: "mlp", Input: []int{4}, Classes: 3, Hidden: []int{0}, Activation: Tanh},
+		{Kind: "mlp", Input: []int{4}, Classes: 3, Activation: "sigmoid"},
+		CNN([]int{4}, 10, nil, Tanh),
+		CNN([]int{1, 3, 3}, 10, nil, Tanh),
+	}
+	for i, a := range bad {
+		if err := a.Validate(); err == nil {
+			t.Errorf("case %d: %+v accepted", i, a)
+		}
+	}
+	if n := CNN([]int{1, 28, 28}, 10, nil, Tanh).NumParams(); n != 26010 {
+		t.Errorf("MNIST CNN has %d parameters, want 26010", n)
+	}
+}
+
+// BenchmarkNetRun times one forward and backward (to the pre-activations) pass of the MNIST
+// CNN and of the MLP, float32.
+func BenchmarkNetRun(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		arch  Arch
+		batch int
+	}{
+		{"cnn-256", CNN([]int{1, 28, 28}, 10, nil, Tanh), 256},
+		{"mlp-256", MLP([]int{784}, 10, []int{256}, Tanh), 256},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, err := NewParams(tc.arch, tensor.Float32, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			net, err := Build(tc.arch, p, tc.batch, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			shape := []int{tc.batch, tc.arch.InputSize()}
+			if len(tc.arch.Conv) > 0 {
+				shape = append([]int{tc.batch}, tc.arch.Input...)
+			}
+			x := tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
+			y := tensor.New(tensor.WithShape(tc.batch, 10), tensor.Of(tensor.Float32))
+			r := rand.New(rand.NewPCG(1, 2))
+			for i, d := 0, x.Data().([]float32); i < len(d); i++ {
+				d[i] = r.Float32()
+			}
+			for i, d := 0, y.Data().([]float32); i < tc.batch; i++ {
+				d[i*10+r.IntN(10)] = 1
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := net.Run(x, y); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(tc.batch*b.N)/b.Elapsed().Seconds(), "examples/s")
+		})
+	}
+}
