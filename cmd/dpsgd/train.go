@@ -316,7 +316,9 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
 		if err == nil {
 			m := rc.smp.StepsPerEpoch()
-			rc.newAcc = func(s float64) (privacy.Accountant, error) { return privacy.NewGaussianEpochs(s, m, privacy.SamplerShuffle) }
+			rc.newAcc = func(s float64) (privacy.Accountant, error) {
+				return privacy.NewGaussianEpochs(s, m, privacy.SamplerShuffle)
+			}
 		}
 	case "allocation":
 		m := max(1, int(math.Round(float64(n)/float64(f.batch))))
