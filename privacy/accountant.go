@@ -1,0 +1,206 @@
+package privacy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Sampler names, as returned by Accountant.Sampler.
+const (
+	SamplerPoisson          = "poisson"           // each example independently with probability q per step
+	SamplerShuffle          = "shuffle"           // a permutation per epoch cut into fixed batches
+	SamplerAllocation       = "allocation"        // each example in one uniform step per epoch
+	SamplerPoissonTruncated = "poisson-truncated" // Poisson, batch cut at the physical batch size
+)
+
+var (
+	// ErrInvalidArgument is wrapped by every error about an input outside
+	// its valid range; the message names the field and the range.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnreachable is wrapped when no value meets a privacy target: a σ
+	// range that cannot reach a budget, or a δ smaller than what a
+	// truncated sampler leaks by itself.
+	ErrUnreachable = errors.New("privacy target unreachable")
+	// ErrNotCertified is wrapped when an approximate accountant is used
+	// where a proven guarantee is required.
+	ErrNotCertified = errors.New("accountant is an approximation, not a guarantee")
+)
+
+// Accountant reports the privacy spent by a DP-SGD run after a number of
+// steps, for one sampler.
+type Accountant interface {
+	// Name is the method, e.g. "rdp", "gaussian-epochs".
+	Name() string
+	// Sampler is the sampler the accountant is proven for: "poisson",
+	// "shuffle", "allocation" or "poisson-truncated".
+	Sampler() string
+	// Epsilon returns ε such that the run after steps steps is (ε, delta)-DP.
+	Epsilon(steps int, delta float64) (float64, error)
+	// Delta returns δ such that the run is (eps, δ)-DP after steps steps.
+	Delta(steps int, eps float64) (float64, error)
+}
+
+// Approximation is implemented by accountants whose numbers are estimates
+// (for example a central-limit approximation) rather than proven bounds. An
+// accountant that reports Approximate() == true must never be presented as a
+// guarantee; Budget.Check refuses it.
+type Approximation interface {
+	Approximate() bool
+}
+
+// IsApproximate reports whether a declares itself an approximation.
+func IsApproximate(a Accountant) bool {
+	ap, ok := a.(Approximation)
+	return ok && ap.Approximate()
+}
+
+// Budget is a target (ε, δ).
+type Budget struct{ Epsilon, Delta float64 }
+
+// Validate checks ε ≥ 0 (finite) and δ in (0, 1).
+func (b Budget) Validate() error {
+	if !(b.Epsilon >= 0) || math.IsInf(b.Epsilon, 1) {
+		return fmt.Errorf("privacy: budget Epsilon = %g out of range [0, +Inf): %w", b.Epsilon, ErrInvalidArgument)
+	}
+	return checkDelta("budget Delta", b.Delta)
+}
+
+// Check says whether steps steps stay within the budget, and the ε they
+// spend at the budget's δ. It refuses accountants that declare themselves
+// approximations (ErrNotCertified): a budget check is a guarantee.
+func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err error) {
+	if err := b.Validate(); err != nil {
+		return 0, false, err
+	}
+	if a == nil {
+		return 0, false, fmt.Errorf("privacy: Budget.Check: accountant is nil: %w", ErrInvalidArgument)
+	}
+	if IsApproximate(a) {
+		return 0, false, fmt.Errorf("privacy: Budget.Check: %q (%s): %w", a.Name(), a.Sampler(), ErrNotCertified)
+	}
+	eps, err = a.Epsilon(steps, b.Delta)
+	if err != nil {
+		return eps, false, err
+	}
+	return eps, eps <= b.Epsilon, nil
+}
+
+// calibrateRelTol is the relative tolerance of CalibrateSigma.
+const calibrateRelTol = 1e-4
+
+// CalibrateSigma finds the smallest σ (to relative tolerance 1e-4) for which
+// newAcc(σ).Epsilon(steps, target.Delta) ≤ target.Epsilon, searching σ in
+// [lo, hi] (e.g. [0.1, 100]). The returned σ meets the target and σ·(1 − 1e-4)
+// does not (unless σ = lo). ε must be non-increasing in σ, which holds for
+// every accountant of this package. An unreachable target is an error
+// wrapping ErrUnreachable that names the range; an accountant that reports
+// ErrUnreachable at some σ counts as missing the target there.
+func CalibrateSigma(newAcc func(sigma float64) (Accountant, error), steps int, target Budget, lo, hi float64) (float64, error) {
+	if newAcc == nil {
+		return 0, fmt.Errorf("privacy: CalibrateSigma: newAcc is nil: %w", ErrInvalidArgument)
+	}
+	if err := target.Validate(); err != nil {
+		return 0, err
+	}
+	if err := checkSteps(steps); err != nil {
+		return 0, err
+	}
+	if !(lo > 0) || math.IsInf(lo, 1) {
+		return 0, fmt.Errorf("privacy: CalibrateSigma: lo = %g out of range (0, +Inf): %w", lo, ErrInvalidArgument)
+	}
+	if !(hi > lo) || math.IsInf(hi, 1) {
+		return 0, fmt.Errorf("privacy: CalibrateSigma: hi = %g out of range (lo = %g, +Inf): %w", hi, lo, ErrInvalidArgument)
+	}
+	// eps returns ε at σ, +Inf where the accountant says the target δ is
+	// unreachable.
+	eps := func(sigma float64) (float64, error) {
+		a, err := newAcc(sigma)
+		if err != nil {
+			return 0, fmt.Errorf("privacy: CalibrateSigma: σ = %g: %w", sigma, err)
+		}
+		if a == nil {
+			return 0, fmt.Errorf("privacy: CalibrateSigma: newAcc(%g) returned nil: %w", sigma, ErrInvalidArgument)
+		}
+		e, err := a.Epsilon(steps, target.Delta)
+		if errors.Is(err, ErrUnreachable) {
+			return math.Inf(1), nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("privacy: CalibrateSigma: σ = %g: %w", sigma, err)
+		}
+		return e, nil
+	}
+	eHi, err := eps(hi)
+	if err != nil {
+		return 0, err
+	}
+	if !(eHi <= target.Epsilon) {
+		return 0, fmt.Errorf("privacy: CalibrateSigma: target (ε = %g, δ = %g) after %d steps needs σ above the search range [%g, %g] (σ = %g gives ε = %g): %w",
+			target.Epsilon, target.Delta, steps, lo, hi, hi, eHi, ErrUnreachable)
+	}
+	eLo, err := eps(lo)
+	if err != nil {
+		return 0, err
+	}
+	if eLo <= target.Epsilon {
+		return lo, nil
+	}
+	// Invariant: ε(lo) > target ≥ ε(hi). Bisect geometrically.
+	for hi > lo*(1+calibrateRelTol) {
+		mid := math.Sqrt(lo * hi)
+		if mid <= lo || mid >= hi {
+			break
+		}
+		e, err := eps(mid)
+		if err != nil {
+			return 0, err
+		}
+		if e <= target.Epsilon {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}
+
+// checkSteps validates a step count (≥ 0).
+func checkSteps(steps int) error {
+	if steps < 0 {
+		return fmt.Errorf("privacy: steps = %d out of range [0, +Inf): %w", steps, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkDelta validates δ in (0, 1).
+func checkDelta(field string, delta float64) error {
+	if !(delta > 0 && delta < 1) {
+		return fmt.Errorf("privacy: %s = %g out of range (0, 1): %w", field, delta, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkEps validates ε ≥ 0 (+Inf allowed, NaN not).
+func checkEps(eps float64) error {
+	if !(eps >= 0) {
+		return fmt.Errorf("privacy: eps = %g out of range [0, +Inf]: %w", eps, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkSigma validates a noise multiplier σ in (0, +Inf).
+func checkSigma(sigma float64) error {
+	if !(sigma > 0) || math.IsInf(sigma, 1) {
+		return fmt.Errorf("privacy: sigma = %g out of range (0, +Inf): %w", sigma, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkRate validates a sampling rate q in (0, 1].
+func checkRate(q float64) error {
+	if !(q > 0 && q <= 1) {
+		return fmt.Errorf("privacy: q = %g out of range (0, 1]: %w", q, ErrInvalidArgument)
+	}
+	return nil
+}

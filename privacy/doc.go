@@ -1,0 +1,28 @@
+// Package privacy holds the privacy accountants of dpsgd: given the sampler a
+// DP-SGD run uses, its noise multiplier σ and the number of steps taken, an
+// Accountant reports the (ε, δ) spent, and a Budget says whether a run stays
+// within a target. CalibrateSigma finds the smallest σ that meets a target.
+//
+// Every accountant is proven for one sampler (see DESIGN.md, "Samplers and
+// what may be claimed"), and says which through Sampler():
+//
+//   - PoissonRDP ("poisson"): Rényi DP of the Poisson-subsampled Gaussian
+//     mechanism (privacy-math.md §8b; Mironov, Talwar & Zhang 2019), integer
+//     and fractional orders, converted to (ε, δ) with the improved conversion
+//     of Balle et al. 2020.
+//   - TruncatedPoisson ("poisson-truncated"): the same, plus the probability
+//     that a batch was cut at the physical batch size.
+//   - GaussianEpochs ("shuffle" or "allocation"): amplification-free, each
+//     epoch one Gaussian mechanism, exactly μ-GDP with μ = √E/σ
+//     (privacy-math.md §8d "deterministic batches", §10 item 1).
+//   - GDPCLT ("poisson"): the central-limit approximation of Bu et al.
+//     (privacy-math.md §8a). It is not a bound: it implements Approximation
+//     and Budget.Check refuses it.
+//
+// Adjacency: Poisson accountants use add/remove-one; the per-epoch Gaussian
+// accountant uses zero-out (the differing record replaced by a ghost with a
+// zero gradient), so that one record moves the clipped sum by at most C.
+//
+// All numerics are float64 and evaluated in log space where quantities can
+// under- or overflow. Noise multipliers are in units of the clipping norm C.
+package privacy

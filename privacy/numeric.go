@@ -1,0 +1,88 @@
+package privacy
+
+import "math"
+
+// logSqrt2Pi is ln √(2π).
+const logSqrt2Pi = 0.91893853320467274178032973640561763986139747363778
+
+// logAddExp returns ln(eᵃ + eᵇ) without overflow.
+func logAddExp(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(b, -1) {
+		return a
+	}
+	if math.IsInf(a, 1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
+}
+
+// logSubExp returns ln(eᵃ − eᵇ) for a ≥ b; it returns −Inf when a ≤ b.
+func logSubExp(a, b float64) float64 {
+	if math.IsInf(b, -1) {
+		return a
+	}
+	if a <= b {
+		return math.Inf(-1)
+	}
+	return a + math.Log(-math.Expm1(b-a))
+}
+
+// softplus returns ln(1 + eˣ) without overflow or loss of precision.
+func softplus(x float64) float64 {
+	if x > 0 {
+		return x + math.Log1p(math.Exp(-x))
+	}
+	return math.Log1p(math.Exp(x))
+}
+
+// logExpm1 returns ln(eˣ − 1) for x > 0, accurate for tiny and huge x.
+func logExpm1(x float64) float64 {
+	if x > 40 {
+		return x + math.Log1p(-math.Exp(-x))
+	}
+	return math.Log(math.Expm1(x))
+}
+
+// logNormCDF returns ln Φ(x), Φ the standard normal distribution function,
+// with full relative precision in both tails. Below x = −20 it uses Laplace's
+// continued fraction for the Mills ratio Φ(−t)/φ(t) = 1/(t+1/(t+2/(t+3/(t+…)))),
+// so it does not underflow where erfc would.
+func logNormCDF(x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return math.NaN()
+	case x > 0:
+		return math.Log1p(-0.5 * math.Erfc(x/math.Sqrt2))
+	case x > -20:
+		return math.Log(0.5 * math.Erfc(-x/math.Sqrt2))
+	case math.IsInf(x, -1):
+		return math.Inf(-1)
+	}
+	t := -x
+	f := t
+	for k := 48; k >= 1; k-- {
+		f = t + float64(k)/f
+	}
+	return -0.5*t*t - logSqrt2Pi - math.Log(f)
+}
+
+// bisectDecreasing finds the crossing of a non-increasing function f on
+// [lo, hi] with f(lo) > 0 ≥ f(hi). It returns a point x with f(x) ≤ 0 within
+// tol (absolute) of the crossing: the conservative end of the last bracket.
+func bisectDecreasing(f func(float64) float64, lo, hi, tol float64) float64 {
+	for i := 0; i < 200 && hi-lo > tol; i++ {
+		mid := lo + 0.5*(hi-lo)
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if f(mid) > 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
