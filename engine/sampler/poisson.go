@@ -107,7 +107,7 @@ func (p *Poisson) draw(src *rand.PCG, dst []int) []int {
 // Poisson batch and equal to it when K ≤ maxBatch.
 //
 // Accounting (DESIGN.md samplers table): the Poisson accountant plus the
-// truncation probability P(K > maxBatch), which TruncationProbability gives.
+// truncation probability (privacy.TruncatedPoisson).
 type TruncatedPoisson struct {
 	Poisson
 	maxBatch int
@@ -138,14 +138,14 @@ func (t *TruncatedPoisson) MaxBatchSize() int { return min(t.maxBatch, t.n) }
 func (t *TruncatedPoisson) ExpectedBatchSize() float64 { return t.Poisson.ExpectedBatchSize() }
 
 // TruncationProbability returns P(K > maxBatch) for K ~ Binomial(N, q): the
-// probability that one step's batch is truncated, which the accountant of
-// the truncated sampler adds to δ per step (DESIGN.md samplers table). It is
+// probability that one step of this sampler, on its N examples, truncates
+// (informational; the accountant, privacy.TruncatedPoisson, bounds the
+// truncation over both neighbouring datasets itself, with N+1 records). It is
 // computed as the regularized incomplete beta function I_q(maxBatch+1,
 // N−maxBatch) (binomial tail identity, NIST DLMF 8.17.5) with gonum's
 // mathext.RegIncBeta, which keeps its relative accuracy in the far tail where
 // 1 − CDF would cancel. Against 40-digit mpmath values the relative error is
-// about 1e-10 at N = 6·10⁴ and 2e-8 at N = 10⁷; an accountant that
-// needs a strict upper bound can inflate the result by a relative 1e-6.
+// about 1e-10 at N = 6·10⁴ and 2e-8 at N = 10⁷.
 func (t *TruncatedPoisson) TruncationProbability() float64 {
 	if t.maxBatch >= t.n {
 		return 0
