@@ -1,0 +1,21 @@
+// Package kernels holds the CPU numeric kernels of the DP-SGD step: the matrix
+// product, per-example (ghost) gradient norms, clip coefficients, clipped sums
+// by one GEMM per dense layer, and Gaussian noise from a counter-based
+// generator (Philox4x32-10) whose stream the CUDA backend reproduces.
+//
+// In the notation of DESIGN.md ("One training step, as data", steps 3–6), a
+// dense layer with input activations A (b×d, row i is aᵢ) and per-example
+// errors at its pre-activation E (b×h, row i is eᵢ) has per-example gradient
+// gᵢ = aᵢ⊗eᵢ for the weights and eᵢ for the bias, so
+//
+//	‖gᵢ‖² = (‖aᵢ‖² + 1)·‖eᵢ‖²            (RowSqNorms, GhostAccum)
+//	cᵢ    = maskᵢ·min(1, C/‖gᵢ‖)            (ClipCoefs)
+//	Σᵢ cᵢ·gᵢ = Aᵀ·diag(c)·E,  1ᵀ·diag(c)·E  (ClippedSum)
+//
+// and the noise added to the clipped sum is N(0, σ²C²) per coordinate
+// (AddGaussian), drawn from the stream described at NoiseKey.
+//
+// All matrices are dense and row-major. Shape mismatches (slices too short,
+// negative sizes) are programmer errors and panic, as in gonum; values such as
+// NaN or ±Inf in the data never panic and are handled as documented.
+package kernels
