@@ -11,9 +11,8 @@ import (
 
 // evaluator is a forward-only graph at the evaluation batch size.
 type evaluator[T kernels.Float] struct {
-	net  *nn.Net
-	x    *tensor.Dense
-	rows []int
+	net *nn.Net
+	x   *tensor.Dense
 }
 
 func newEvaluator[T kernels.Float](arch nn.Arch, params *nn.Params, batch int) (*evaluator[T], error) {

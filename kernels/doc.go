@@ -15,6 +15,10 @@
 // and the noise added to the clipped sum is N(0, σ²C²) per coordinate
 // (AddGaussian), drawn from the stream described at NoiseKey.
 //
+// The noise runs, on amd64 CPUs with AVX2 and FMA, in assembly kernels that
+// give bit for bit the same numbers as the pure-Go code used elsewhere (and
+// with the build tag noasm), and is split over goroutines for long tensors.
+//
 // All matrices are dense and row-major. Shape mismatches (slices too short,
 // negative sizes) are programmer errors and panic, as in gonum; values such as
 // NaN or ±Inf in the data never panic and are handled as documented.

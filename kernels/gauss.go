@@ -37,9 +37,13 @@ const MaxStreamLen = 1 << 33
 // These are exactly standard normal up to the 2⁻⁵³ discretization of u₁ and u₂
 // (|z| ≤ √(106 ln 2) ≈ 8.57, so the tails beyond 8.57σ, of mass ~10⁻¹⁷, are
 // cut). The CPU code evaluates ln, sin and cos with its own polynomial
-// kernels to within a few ulp of the exact values; another implementation
-// (math.Log and math.Sincos, or CUDA's log/sincospi) agrees to rounding, not
-// bit for bit: the stream is defined by the uniforms above.
+// kernels (logUnit, sinCos2Pi) to within about an ulp of the exact values,
+// using only correctly rounded IEEE-754 operations and explicit FMAs, so its
+// numbers are bit-identical on every platform, with or without the AVX2
+// kernel. Another implementation (math.Log and math.Sincos, or CUDA's log and
+// sincospi) agrees to rounding, not bit for bit: the stream is defined by the
+// uniforms above, and the tests hold the CPU values within 4·10⁻¹⁵·max(1, r)
+// of such a reference.
 //
 // Floating-point caveat (Mironov 2012, "On significance of the least
 // significant bits for differential privacy"): like every floating-point
@@ -86,8 +90,9 @@ func (k NoiseKey) Normal(i uint64) float64 {
 
 // AddGaussian adds std·z_k to dst[k], where z_k is the k-th standard normal of
 // the stream key: the Gaussian mechanism's noise N(0, std²) per coordinate
-// (DESIGN.md step 6, std = σ·C; privacy-math.md for σ). The sum is formed in
-// float64 and rounded once to T. Long slices are split over goroutines; the
+// (DESIGN.md step 6; privacy-math.md §2: noise N(0, σ²C²I) per round, so
+// std = σ·C). Each element is
+// T(FMA(std, z_k, float64(dst[k]))): one float64 rounding, then one to T. Long slices are split over goroutines; the
 // result does not depend on the split. std must be finite (a negative std
 // gives the same distribution); otherwise AddGaussian panics. A slice longer
 // than MaxStreamLen panics.
@@ -118,7 +123,7 @@ func FillGaussianAt[T Float](dst []T, key NoiseKey, offset uint64) {
 
 const (
 	// parMin is the length from which the noise is split over goroutines
-	// (about 25 µs of work for one core).
+	// (about 30 µs of work for one core).
 	parMin = 1 << 13
 	// parGrain is the smallest piece handed to one goroutine.
 	parGrain = 1 << 12
@@ -187,18 +192,25 @@ func gaussRange[T Float](dst []T, std float64, g *generator, off uint64, fill bo
 		skip := int(off & 1) // an odd start uses the second normal of its block
 		m := min(len(dst), bufLen-skip)
 		g.normals(buf[:(skip+m+1)&^1], j)
-		z, d := buf[skip:skip+m], dst[:m]
-		if fill {
-			for i, v := range z {
-				d[i] = T(v)
-			}
-		} else {
-			for i, v := range z {
-				d[i] = T(math.FMA(std, v, float64(d[i])))
-			}
-		}
+		apply(dst[:m], buf[skip:skip+m], std, fill)
 		dst = dst[m:]
 		off += uint64(m)
+	}
+}
+
+// apply sets d[i] = T(z[i]) (fill) or T(FMA(std, z[i], float64(d[i]))).
+func apply[T Float](d []T, z []float64, std float64, fill bool) {
+	z = z[:len(d)]
+	k := applyFast(d, z, std, fill)
+	d, z = d[k:], z[k:len(d)]
+	if fill {
+		for i, v := range z {
+			d[i] = T(v)
+		}
+		return
+	}
+	for i, v := range z {
+		d[i] = T(math.FMA(std, v, float64(d[i])))
 	}
 }
 

@@ -210,3 +210,43 @@ func normalsFast(p *avxParams, out []float64, j uint32) int {
 	rotateAVX2(p, d, 2*pairs)
 	return 8 * pairs
 }
+
+// axpyF64AVX2 sets dst[i] = FMA(std, z[i], dst[i]) for i < n (n % 4 == 0).
+//
+//go:noescape
+func axpyF64AVX2(dst *float64, z *float64, n int, std float64)
+
+// axpyF32AVX2 sets dst[i] = float32(FMA(std, z[i], float64(dst[i]))) for
+// i < n (n % 4 == 0).
+//
+//go:noescape
+func axpyF32AVX2(dst *float32, z *float64, n int, std float64)
+
+// cvtF32AVX2 sets dst[i] = float32(z[i]) for i < n (n % 4 == 0).
+//
+//go:noescape
+func cvtF32AVX2(dst *float32, z *float64, n int)
+
+// applyFast does the first elements of apply with AVX2 and returns how many
+// it did. (Go's scalar CVTSS2SD and CVTSD2SS merge into their destination
+// register, which chains the iterations of the float32 loop; the vector
+// conversions do not.)
+func applyFast[T Float](d []T, z []float64, std float64, fill bool) int {
+	n := len(d) &^ 3
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	zp := unsafe.SliceData(z)
+	switch {
+	case is32[T]() && fill:
+		cvtF32AVX2(unsafe.SliceData(asF32(d)), zp, n)
+	case is32[T]():
+		axpyF32AVX2(unsafe.SliceData(asF32(d)), zp, n, std)
+	case fill:
+		copy(asF64(d), z)
+		return len(d)
+	default:
+		axpyF64AVX2(unsafe.SliceData(asF64(d)), zp, n, std)
+	}
+	return n
+}

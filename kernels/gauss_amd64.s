@@ -70,33 +70,28 @@
 #define C4 2016
 #define C5 2048
 // Pass 1: Philox. Two groups of four blocks per iteration, interleaved for
-// instruction-level parallelism. Group A: Y1..Y4 = x0..x3, temporaries Y5,
-// Y6; group B: Y7..Y10, temporaries Y11, Y12. Words are 32-bit values in the
-// low halves of 64-bit lanes; the high halves are don't-care, as VPMULUDQ and
-// the final packing read only the low halves. Y13 = M0, Y14 = M1. One round:
+// instruction-level parallelism. Words are 32-bit values in the low halves of
+// 64-bit lanes; the high halves are don't-care, as VPMULUDQ and the final
+// packing read only the low halves. Y13 = M0, Y14 = M1. One round on the
+// state (x0, x1, x2, x3) with free registers (t0, t1):
 //   x0' = hi(M1·x2) ^ x1 ^ k0,  x1' = lo(M1·x2),
-//   x2' = hi(M0·x0) ^ x3 ^ k1,  x3' = lo(M0·x0).
-#define PHILOX_ROUND2(k0, k1) \
-	VPMULUDQ Y13, Y1, Y5;     \
-	VPMULUDQ Y13, Y7, Y11;    \
-	VPMULUDQ Y14, Y3, Y6;     \
-	VPMULUDQ Y14, Y9, Y12;    \
-	VPSRLQ   $32, Y6, Y1;     \
-	VPSRLQ   $32, Y12, Y7;    \
-	VPXOR    Y2, Y1, Y1;      \
-	VPXOR    Y8, Y7, Y7;      \
-	VPXOR    k0(AX), Y1, Y1;  \
-	VPXOR    k0(AX), Y7, Y7;  \
-	VMOVDQA  Y6, Y2;          \
-	VMOVDQA  Y12, Y8;         \
-	VPSRLQ   $32, Y5, Y3;     \
-	VPSRLQ   $32, Y11, Y9;    \
-	VPXOR    Y4, Y3, Y3;      \
-	VPXOR    Y10, Y9, Y9;     \
-	VPXOR    k1(AX), Y3, Y3;  \
-	VPXOR    k1(AX), Y9, Y9;  \
-	VMOVDQA  Y5, Y4;          \
-	VMOVDQA  Y11, Y10
+//   x2' = hi(M0·x0) ^ x3 ^ k1,  x3' = lo(M0·x0),
+// leaving the state in (x0, t1, x2, t0) and freeing (x1, x3), so the
+// register roles rotate with period four instead of being moved.
+#define PHILOX_ROUND(x0, x1, x2, x3, t0, t1, k0, k1) \
+	VPMULUDQ Y13, x0, t0;    \
+	VPMULUDQ Y14, x2, t1;    \
+	VPSRLQ   $32, t1, x0;    \
+	VPXOR    x1, x0, x0;     \
+	VPXOR    k0(AX), x0, x0; \
+	VPSRLQ   $32, t0, x2;    \
+	VPXOR    x3, x2, x2;     \
+	VPXOR    k1(AX), x2, x2
+
+// Rounds of group A (Y1..Y6) and group B (Y7..Y12) interleaved.
+#define ROUND2(a1, a2, a3, a4, a5, a6, b1, b2, b3, b4, b5, b6, k0, k1) \
+	PHILOX_ROUND(a1, a2, a3, a4, a5, a6, k0, k1); \
+	PHILOX_ROUND(b1, b2, b3, b4, b5, b6, k0, k1)
 
 // PACK stores v = ((x0<<32 | x1) >> 11) + 1 and m2 = (x2<<32 | x3) >> 11 of
 // one group (x0..x3 in a..d, Y15 = MASK32) at off(DI) and
@@ -146,17 +141,17 @@ ploop:
 	VMOVDQU  R0X1(AX), Y2
 	VMOVDQA  Y1, Y7
 	VMOVDQA  Y2, Y8
-	PHILOX_ROUND2(K1A, K1B)
-	PHILOX_ROUND2(K2A, K2B)
-	PHILOX_ROUND2(K3A, K3B)
-	PHILOX_ROUND2(K4A, K4B)
-	PHILOX_ROUND2(K5A, K5B)
-	PHILOX_ROUND2(K6A, K6B)
-	PHILOX_ROUND2(K7A, K7B)
-	PHILOX_ROUND2(K8A, K8B)
-	PHILOX_ROUND2(K9A, K9B)
-	PACK(Y1, Y2, Y3, Y4, 0)
-	PACK(Y7, Y8, Y9, Y10, 64)
+	ROUND2(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, K1A, K1B)
+	ROUND2(Y1, Y6, Y3, Y5, Y2, Y4, Y7, Y12, Y9, Y11, Y8, Y10, K2A, K2B)
+	ROUND2(Y1, Y4, Y3, Y2, Y6, Y5, Y7, Y10, Y9, Y8, Y12, Y11, K3A, K3B)
+	ROUND2(Y1, Y5, Y3, Y6, Y4, Y2, Y7, Y11, Y9, Y12, Y10, Y8, K4A, K4B)
+	ROUND2(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, K5A, K5B)
+	ROUND2(Y1, Y6, Y3, Y5, Y2, Y4, Y7, Y12, Y9, Y11, Y8, Y10, K6A, K6B)
+	ROUND2(Y1, Y4, Y3, Y2, Y6, Y5, Y7, Y10, Y9, Y8, Y12, Y11, K7A, K7B)
+	ROUND2(Y1, Y5, Y3, Y6, Y4, Y2, Y7, Y11, Y9, Y12, Y10, Y8, K8A, K8B)
+	ROUND2(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, K9A, K9B)
+	PACK(Y1, Y6, Y3, Y5, 0)
+	PACK(Y7, Y12, Y9, Y11, 64)
 	ADDQ   $128, DI
 	VPADDQ EIGHT(AX), Y0, Y0
 	DECQ   CX
@@ -338,4 +333,77 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	XGETBV
 	MOVL AX, eax+0(FP)
 	MOVL DX, edx+4(FP)
+	RET
+
+// func axpyF64AVX2(dst *float64, z *float64, n int, std float64)
+//
+// dst[i] = FMA(std, z[i], dst[i]) for i < n, n a multiple of 4.
+TEXT ·axpyF64AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         z+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD std+24(FP), Y0
+	SHRQ         $2, CX
+	JZ           a64done
+
+a64loop:
+	VMOVUPD     (DI), Y1
+	VFMADD231PD (SI), Y0, Y1
+	VMOVUPD     Y1, (DI)
+	ADDQ        $32, DI
+	ADDQ        $32, SI
+	DECQ        CX
+	JNZ         a64loop
+	VZEROUPPER
+
+a64done:
+	RET
+
+// func axpyF32AVX2(dst *float32, z *float64, n int, std float64)
+//
+// dst[i] = float32(FMA(std, z[i], float64(dst[i]))) for i < n, n a multiple
+// of 4. The widening is exact and the narrowing rounds to nearest even, as
+// Go's conversions do.
+TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         z+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD std+24(FP), Y0
+	SHRQ         $2, CX
+	JZ           a32done
+
+a32loop:
+	VCVTPS2PD   (DI), Y1
+	VFMADD231PD (SI), Y0, Y1
+	VCVTPD2PSY  Y1, X1
+	VMOVUPS     X1, (DI)
+	ADDQ        $16, DI
+	ADDQ        $32, SI
+	DECQ        CX
+	JNZ         a32loop
+	VZEROUPPER
+
+a32done:
+	RET
+
+// func cvtF32AVX2(dst *float32, z *float64, n int)
+//
+// dst[i] = float32(z[i]) for i < n, n a multiple of 4.
+TEXT ·cvtF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ z+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $2, CX
+	JZ   c32done
+
+c32loop:
+	VCVTPD2PSY (SI), X1
+	VMOVUPS    X1, (DI)
+	ADDQ       $16, DI
+	ADDQ       $32, SI
+	DECQ       CX
+	JNZ        c32loop
+	VZEROUPPER
+
+c32done:
 	RET

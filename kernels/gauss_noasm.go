@@ -9,3 +9,5 @@ type avxParams struct{}
 func fastParams(*philoxStream, uint64) *avxParams { return nil }
 
 func normalsFast(*avxParams, []float64, uint32) int { return 0 }
+
+func applyFast[T Float]([]T, []float64, float64, bool) int { return 0 }

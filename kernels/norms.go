@@ -83,6 +83,10 @@ func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 //
 //	coef[i] = mask[i]·min(1, C/√norm2[i]),
 //
+// so that every clipped per-example gradient has norm ≤ C, the sensitivity
+// that the Gaussian mechanism's noise σ·C is calibrated to (privacy-math.md
+// §2, clip norm C; padding rows with mask 0 contribute nothing, as the
+// zero-out adjacency there requires).
 // for i < len(coef), with C = clip. A nil mask means all ones; otherwise mask
 // entries are 0 or 1 (padding rows of a fixed-shape batch have mask 0).
 //

@@ -15,7 +15,6 @@ import (
 type progress struct {
 	w        io.Writer
 	bar      *progressbar.ProgressBar
-	quiet    bool
 	perEpoch int
 	epochs   int
 	lastEps  float64
