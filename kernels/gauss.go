@@ -183,8 +183,8 @@ func (g *generator) normals(out []float64, j uint32) {
 // which stays in L1).
 const bufLen = 512
 
-// gaussRange sets (fill) or adds std times (add) z_{off+k} to dst[k],
-// sequentially.
+// gaussRange sets dst[k] = z_{off+k} (fill) or adds std·z_{off+k} to it,
+// on the calling goroutine.
 func gaussRange[T Float](dst []T, std float64, g *generator, off uint64, fill bool) {
 	var buf [bufLen]float64
 	for len(dst) > 0 {
@@ -202,7 +202,7 @@ func gaussRange[T Float](dst []T, std float64, g *generator, off uint64, fill bo
 func apply[T Float](d []T, z []float64, std float64, fill bool) {
 	z = z[:len(d)]
 	k := applyFast(d, z, std, fill)
-	d, z = d[k:], z[k:len(d)]
+	d, z = d[k:], z[k:]
 	if fill {
 		for i, v := range z {
 			d[i] = T(v)

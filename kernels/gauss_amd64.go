@@ -7,13 +7,16 @@ import (
 	"unsafe"
 )
 
-// The AVX2 noise kernels work in two passes over an L1-resident buffer. The
-// first evaluates Philox blocks four at a time, one per 64-bit lane (32-bit
-// words in the low halves, so VPMULUDQ gives the full 32×32→64 products), two
-// groups interleaved. The second applies Box–Muller to four lanes in float64
-// with the same operations, in the same order and with the same FMAs as
-// boxMuller, so the output equals the pure-Go path bit for bit (the tests
-// check this).
+// The AVX2 noise kernels work in three passes over an L1-resident buffer of
+// 512 values. The first evaluates Philox blocks four at a time, one per
+// 64-bit lane (32-bit words in the low halves, so VPMULUDQ gives the full
+// 32×32→64 products), two groups interleaved. The second (radius) and third
+// (rotation) apply Box–Muller to four lanes in float64 with the same
+// operations, in the same order and with the same FMAs as boxMuller, so the
+// output equals the pure-Go path bit for bit (the tests check this); short
+// loops with independent iterations let the core overlap the long latencies
+// of division, square root and the polynomials. Small kernels then add the
+// buffer to float32 or float64 tensors.
 
 // philoxAVX2 evaluates the Philox blocks j, j+1, …, j+8·pairs−1 and writes,
 // for each group of four blocks, their four m₁+1 and four m₂ (see NoiseKey)

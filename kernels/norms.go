@@ -120,12 +120,10 @@ func ClipCoefs(coef, norm2, mask []float64, clip float64) (nonFinite int) {
 			nonFinite++
 			continue
 		}
-		s := math.Sqrt(v)
-		if s <= clip {
-			coef[i] = m
-		} else {
-			coef[i] = m * (clip / s)
-		}
+		// clip/√v ≥ 1 exactly when √v ≤ clip (IEEE division is monotone),
+		// and clip/0 = +Inf, so min gives 1 for unclipped rows without a
+		// data-dependent branch.
+		coef[i] = m * min(1, clip/math.Sqrt(v))
 	}
 	return nonFinite
 }
