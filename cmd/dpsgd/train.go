@@ -56,8 +56,10 @@ func presetFor(dataset, model string) preset {
 	case "mnist/cnn":
 		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
 	case "mnist/mlp":
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 1, 0.99
-		p.optimizer, p.decay = "sgd", 1e-4
+		// Momentum 0.9, lr 0.3, constant: 94.9% at ε = 3; plain SGD lr 1 with cosine and EMA
+		// reached 92.0% (docs/benchmarks.md).
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 0.3, 0
+		p.decay, p.schedule = 1e-4, "constant"
 	case "mnist/logreg":
 		p.batch, p.epochs, p.lr = 1024, 20, 0.5
 	case "adult/logreg":
