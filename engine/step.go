@@ -270,10 +270,6 @@ func gradStep[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, idx []i
 		st.NonFinite += r.nonFinite
 		st.Clipped += r.clipped
 	}
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		// The loss of a non-finite example is reported as is; its gradient never reached grads.
-		st.Loss = math.NaN()
-	}
 	return st, nil
 }
 

@@ -150,7 +150,7 @@ type runConfig struct {
 	sigmaSource string
 }
 
-func (f *trainFlags) resolve(ctx context.Context, stderr io.Writer) (*runConfig, error) {
+func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	switch f.dataset {
 	case "synthetic", "mnist", "adult":
 	default:
@@ -175,36 +175,16 @@ func (f *trainFlags) resolve(ctx context.Context, stderr io.Writer) (*runConfig,
 		return nil, usagef("--noise %q: this build supports gaussian", f.noise)
 	}
 	p := presetFor(f.dataset, f.model)
-	if !f.set["batch-size"] {
-		f.batch = p.batch
-	}
-	if !f.set["epochs"] {
-		f.epochs = p.epochs
-	}
-	if !f.set["lr"] {
-		f.lr = p.lr
-	}
-	if !f.set["clip"] {
-		f.clip = p.clip
-	}
-	if f.optimizer == "" {
-		f.optimizer = p.optimizer
-	}
-	if !f.set["momentum"] {
-		f.momentum = p.momentum
-	}
-	if !f.set["weight-decay"] {
-		f.decay = p.decay
-	}
-	if f.schedule == "" {
-		f.schedule = p.schedule
-	}
-	if !f.set["ema"] {
-		f.ema = p.ema
-	}
-	if f.activation == "" {
-		f.activation = p.activation
-	}
+	orPreset(f.set["batch-size"], &f.batch, p.batch)
+	orPreset(f.set["epochs"], &f.epochs, p.epochs)
+	orPreset(f.set["lr"], &f.lr, p.lr)
+	orPreset(f.set["clip"], &f.clip, p.clip)
+	orPreset(f.set["optimizer"], &f.optimizer, p.optimizer)
+	orPreset(f.set["momentum"], &f.momentum, p.momentum)
+	orPreset(f.set["weight-decay"], &f.decay, p.decay)
+	orPreset(f.set["schedule"], &f.schedule, p.schedule)
+	orPreset(f.set["ema"], &f.ema, p.ema)
+	orPreset(f.set["activation"], &f.activation, p.activation)
 	if f.batch < 1 {
 		return nil, usagef("--batch-size %d: want ≥ 1", f.batch)
 	}
@@ -362,6 +342,13 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 	return nil
 }
 
+// orPreset sets *dst to the preset value v unless the flag was given.
+func orPreset[T any](given bool, dst *T, v T) {
+	if !given {
+		*dst = v
+	}
+}
+
 func parseWidths(s string) ([]int, error) {
 	var out []int
 	for _, part := range strings.Split(s, ",") {
@@ -449,7 +436,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rc, err := f.resolve(ctx, stderr)
+	rc, err := f.resolve(ctx)
 	if err != nil {
 		return err
 	}

@@ -41,14 +41,9 @@ func (op *biasOp) Do(inputs ...G.Value) (G.Value, error) {
 }
 
 func (op *biasOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(inputs))
-	}
-	x, ok1 := inputs[0].(*tensor.Dense)
-	b, ok2 := inputs[1].(*tensor.Dense)
-	out, ok3 := prealloc.(*tensor.Dense)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, fmt.Errorf("%v: inputs must be dense tensors", op)
+	x, b, out, err := binaryArgs(op, prealloc, inputs)
+	if err != nil {
+		return nil, err
 	}
 	if x.Shape().TotalSize() != op.m*op.n || b.Shape().TotalSize() != op.n {
 		return nil, fmt.Errorf("%v: shapes %v and %v", op, x.Shape(), b.Shape())
@@ -89,14 +84,31 @@ func (op *biasOp) ReturnsPtr() bool      { return false }
 func (op *biasOp) CallsExtern() bool     { return false }
 func (op *biasOp) OverwritesInput() int  { return -1 }
 func (op *biasOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
-func (op *biasOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}
-func (op *biasOp) String() string { return fmt.Sprintf("AddBias{%d×%d}", op.m, op.n) }
+func (op *biasOp) Hashcode() uint32      { return hashOf(op) }
+func (op *biasOp) String() string        { return fmt.Sprintf("AddBias{%d×%d}", op.m, op.n) }
 
 func (op *biasOp) DiffWRT(int) []bool { return []bool{true, false} }
+
+// binaryArgs unpacks the two dense inputs and the preallocated output of a two-input op.
+func binaryArgs(op fmt.Stringer, prealloc G.Value, inputs []G.Value) (a, b, out *tensor.Dense, err error) {
+	if len(inputs) != 2 {
+		return nil, nil, nil, fmt.Errorf("%v: %d inputs, want 2", op, len(inputs))
+	}
+	a, ok1 := inputs[0].(*tensor.Dense)
+	b, ok2 := inputs[1].(*tensor.Dense)
+	out, ok3 := prealloc.(*tensor.Dense)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, nil, nil, fmt.Errorf("%v: inputs must be dense tensors", op)
+	}
+	return a, b, out, nil
+}
+
+// hashOf is the Hashcode of an op identified by its String.
+func hashOf(op fmt.Stringer) uint32 {
+	h := fnv.New32a()
+	fmt.Fprint(h, op.String())
+	return h.Sum32()
+}
 
 func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{grad, nil}, nil

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -104,11 +103,7 @@ func (op *rowsOp) ReturnsPtr() bool      { return false }
 func (op *rowsOp) CallsExtern() bool     { return false }
 func (op *rowsOp) OverwritesInput() int  { return -1 }
 func (op *rowsOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
-func (op *rowsOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}
+func (op *rowsOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *rowsOp) String() string {
 	kind := "Patches"
@@ -161,14 +156,9 @@ func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) {
 
 func (d *rowsDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
 	op := d.fwd
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
-	}
-	x, ok1 := inputs[0].(*tensor.Dense)
-	dy, ok2 := inputs[1].(*tensor.Dense)
-	out, ok3 := prealloc.(*tensor.Dense)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, fmt.Errorf("%v: inputs must be dense tensors", d)
+	x, dy, out, err := binaryArgs(d, prealloc, inputs)
+	if err != nil {
+		return nil, err
 	}
 	if s := dy.Shape(); len(s) != 2 || s[0] != op.b*op.oh*op.ow || s[1] != op.outCols() {
 		return nil, fmt.Errorf("%v: gradient shape %v", d, s)
@@ -188,12 +178,8 @@ func (d *rowsDiffOp) ReturnsPtr() bool      { return false }
 func (d *rowsDiffOp) CallsExtern() bool     { return false }
 func (d *rowsDiffOp) OverwritesInput() int  { return -1 }
 func (d *rowsDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
-func (d *rowsDiffOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	d.WriteHash(h)
-	return h.Sum32()
-}
-func (d *rowsDiffOp) String() string { return "Grad" + d.fwd.String() }
+func (d *rowsDiffOp) Hashcode() uint32      { return hashOf(d) }
+func (d *rowsDiffOp) String() string        { return "Grad" + d.fwd.String() }
 
 func rowsForward[T float32 | float64](op *rowsOp, out, x []T) {
 	per := op.h * op.w * op.c
