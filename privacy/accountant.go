@@ -14,6 +14,18 @@ const (
 	SamplerPoissonTruncated = "poisson-truncated" // Poisson, batch cut at the physical batch size
 )
 
+// Neighbouring relations, as returned by Accountant.Adjacency. Every
+// guarantee holds for one relation, and reports say which.
+const (
+	// AdjacencyAddRemove: the datasets differ by adding or removing one
+	// record (Poisson sampling, privacy-math.md §8b).
+	AdjacencyAddRemove = "add/remove one"
+	// AdjacencyZeroOut: one record is replaced by a ghost whose clipped
+	// gradient is zero, the dataset size staying public (shuffling and
+	// random allocation, privacy-math.md §2 and §8d).
+	AdjacencyZeroOut = "zero-out"
+)
+
 var (
 	// ErrInvalidArgument is wrapped by every error about an input outside
 	// its valid range; the message names the field and the range.
@@ -22,9 +34,13 @@ var (
 	// range that cannot reach a budget, or a δ smaller than what a
 	// truncated sampler leaks by itself.
 	ErrUnreachable = errors.New("privacy target unreachable")
-	// ErrNotCertified is wrapped when an approximate accountant is used
+	// ErrNotCertified is wrapped when an approximate or lower-bound accountant is used
 	// where a proven guarantee is required.
 	ErrNotCertified = errors.New("accountant is an approximation, not a guarantee")
+	// ErrOutOfRegime is wrapped when a bound is used outside the conditions
+	// under which it is proven (for example seed 002's Theorem 4.1 needs
+	// σ ≥ √(3/ln M) and M ≥ 3); the message names the condition.
+	ErrOutOfRegime = errors.New("outside the proven regime of the bound")
 )
 
 // Accountant reports the privacy spent by a DP-SGD run after a number of
@@ -35,6 +51,9 @@ type Accountant interface {
 	// Sampler is the sampler the accountant is proven for: "poisson",
 	// "shuffle", "allocation" or "poisson-truncated".
 	Sampler() string
+	// Adjacency is the neighbouring relation the guarantee holds for:
+	// AdjacencyAddRemove or AdjacencyZeroOut.
+	Adjacency() string
 	// Epsilon returns ε such that the run after steps steps is (ε, delta)-DP.
 	Epsilon(steps int, delta float64) (float64, error)
 	// Delta returns δ such that the run is (eps, δ)-DP after steps steps.
@@ -53,6 +72,19 @@ type Approximation interface {
 func IsApproximate(a Accountant) bool {
 	ap, ok := a.(Approximation)
 	return ok && ap.Approximate()
+}
+
+// LowerBound is implemented by accountants whose numbers are lower bounds
+// on the privacy loss (what an attack provably achieves), not guarantees:
+// the true ε is at least the reported one. Budget.Check refuses them.
+type LowerBound interface {
+	LowerBound() bool
+}
+
+// IsLowerBound reports whether a declares itself a lower bound.
+func IsLowerBound(a Accountant) bool {
+	lb, ok := a.(LowerBound)
+	return ok && lb.LowerBound()
 }
 
 // Budget is a target (ε, δ).
@@ -76,7 +108,7 @@ func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err er
 	if a == nil {
 		return 0, false, fmt.Errorf("privacy: Budget.Check: accountant is nil: %w", ErrInvalidArgument)
 	}
-	if IsApproximate(a) {
+	if IsApproximate(a) || IsLowerBound(a) {
 		return 0, false, fmt.Errorf("privacy: Budget.Check: %q (%s): %w", a.Name(), a.Sampler(), ErrNotCertified)
 	}
 	eps, err = a.Epsilon(steps, b.Delta)

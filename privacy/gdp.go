@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"gonum.org/v1/gonum/mathext"
 )
 
@@ -58,7 +59,7 @@ func gaussianEpsilon(mu, delta float64) float64 {
 	for i := 0; f(hi) > 0 && i < 64; i++ { // guard against rounding at the edge
 		hi = 2*hi + 1
 	}
-	return bisectDecreasing(f, 0, hi, 1e-12*math.Max(1, hi))
+	return numeric.BisectDecreasing(f, 0, hi, 1e-12*math.Max(1, hi))
 }
 
 // logGaussianDelta returns ln δ(ε) of μ-GDP (see GaussianDelta) for μ ≥ 0, ε ≥ 0.
@@ -69,9 +70,9 @@ func logGaussianDelta(mu, eps float64) float64 {
 	if math.IsInf(mu, 1) {
 		return 0
 	}
-	la := logNormCDF(-eps/mu + mu/2)
-	lb := eps + logNormCDF(-eps/mu-mu/2)
-	return logSubExp(la, lb)
+	la := numeric.LogNormCDF(-eps/mu + mu/2)
+	lb := eps + numeric.LogNormCDF(-eps/mu-mu/2)
+	return numeric.LogSubExp(la, lb)
 }
 
 // checkMu validates a GDP parameter μ in [0, +Inf].
@@ -127,6 +128,9 @@ func (g *GaussianEpochs) Name() string { return "gaussian-epochs" }
 
 // Sampler returns the sampler given at construction.
 func (g *GaussianEpochs) Sampler() string { return g.sampler }
+
+// Adjacency returns AdjacencyZeroOut.
+func (g *GaussianEpochs) Adjacency() string { return AdjacencyZeroOut }
 
 // Epochs returns E = ⌈steps / stepsPerEpoch⌉, the epochs begun after steps steps.
 func (g *GaussianEpochs) Epochs(steps int) int {
@@ -191,6 +195,9 @@ func (g *GDPCLT) Name() string { return "gdp-clt (approximate)" }
 
 // Sampler returns "poisson".
 func (g *GDPCLT) Sampler() string { return SamplerPoisson }
+
+// Adjacency returns AdjacencyAddRemove.
+func (g *GDPCLT) Adjacency() string { return AdjacencyAddRemove }
 
 // Approximate returns true: GDP-CLT numbers are not guarantees.
 func (g *GDPCLT) Approximate() bool { return true }

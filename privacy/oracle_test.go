@@ -3,6 +3,7 @@ package privacy
 import (
 	"math"
 
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"gonum.org/v1/gonum/integrate/quad"
 )
 
@@ -49,7 +50,7 @@ func logAQuad(q, sigma, alpha float64) float64 {
 	s2 := sigma * sigma
 	logf := func(z float64) float64 {
 		u := (2*z - 1) / (2 * s2)
-		return -z*z/(2*s2) - math.Log(sigma) - logSqrt2Pi + alpha*logAddExp(l1q, lq+u)
+		return -z*z/(2*s2) - math.Log(sigma) - numeric.LogSqrt2Pi + alpha*numeric.LogAddExp(l1q, lq+u)
 	}
 	return logIntegrate(logf, -40*sigma-1, alpha+40*sigma+1, sigma/4)
 }

@@ -55,6 +55,9 @@ func (p *PoissonRDP) Name() string { return "rdp" }
 // Sampler returns "poisson".
 func (p *PoissonRDP) Sampler() string { return SamplerPoisson }
 
+// Adjacency returns AdjacencyAddRemove.
+func (p *PoissonRDP) Adjacency() string { return AdjacencyAddRemove }
+
 // SamplingRate returns q.
 func (p *PoissonRDP) SamplingRate() float64 { return p.q }
 

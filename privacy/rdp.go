@@ -3,6 +3,8 @@ package privacy
 import (
 	"fmt"
 	"math"
+
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // MaxOrder is the largest Rényi order accepted.
@@ -94,7 +96,7 @@ func rdpPoissonGaussian(q, sigma, alpha float64) float64 {
 //
 //	A_α − 1 = Σ_{k=2}^{α} C(α,k)(1−q)^{α−k} q^k (e^{(k²−k)/(2σ²)} − 1),
 //
-// a sum of positive terms, evaluated by log-sum-exp; ln A_α = softplus(ln(A_α−1)).
+// a sum of positive terms, evaluated by log-sum-exp; ln A_α = numeric.Softplus(ln(A_α−1)).
 // This keeps full relative precision when A_α − 1 is tiny (q = 1e-6, σ = 100)
 // and cannot overflow when it is huge (σ = 0.3, α = 1024).
 func logAInt(q, sigma float64, alpha int) float64 {
@@ -110,7 +112,7 @@ func logAInt(q, sigma float64, alpha int) float64 {
 		if k > 2 {
 			logc += math.Log((fa - fk + 1) / fk)
 		}
-		t := logc + fk*lq + (fa-fk)*l1q + logExpm1((fk*fk-fk)*inv2s2)
+		t := logc + fk*lq + (fa-fk)*l1q + numeric.LogExpm1((fk*fk-fk)*inv2s2)
 		if t <= m {
 			s += math.Exp(t - m)
 		} else {
@@ -118,7 +120,7 @@ func logAInt(q, sigma float64, alpha int) float64 {
 			m = t
 		}
 	}
-	return softplus(m + math.Log(s))
+	return numeric.Softplus(m + math.Log(s))
 }
 
 // fracStop is ln of the relative tolerance (e^{-25} ≈ 1.4e-11) of the
@@ -163,9 +165,9 @@ func logAFrac(q, sigma, alpha float64) float64 {
 	// term returns ln|term i| given ln|C(α,i)|.
 	term := func(i, logc float64) float64 {
 		j := alpha - i
-		s0 := logc + i*lq + j*l1q + (i*i-i)*inv2s2 + logNormCDF((z0-i)/sigma)
-		s1 := logc + j*lq + i*l1q + (j*j-j)*inv2s2 + logNormCDF((j-z0)/sigma)
-		return logAddExp(s0, s1)
+		s0 := logc + i*lq + j*l1q + (i*i-i)*inv2s2 + numeric.LogNormCDF((z0-i)/sigma)
+		s1 := logc + j*lq + i*l1q + (j*j-j)*inv2s2 + numeric.LogNormCDF((j-z0)/sigma)
+		return numeric.LogAddExp(s0, s1)
 	}
 	pos, neg := math.Inf(-1), math.Inf(-1)
 	logc := 0.0 // ln|C(α,i)|
@@ -179,25 +181,25 @@ func logAFrac(q, sigma, alpha float64) float64 {
 		}
 		negative := fi > fl+1 && int(fi-fl-1)%2 == 1
 		if fi > fl { // alternating, decreasing, convex region
-			lnS := logSubExp(pos, neg)
-			width := logSubExp(s, sNext) - math.Ln2
+			lnS := numeric.LogSubExp(pos, neg)
+			width := numeric.LogSubExp(s, sNext) - math.Ln2
 			scale := fracFloor
 			if lnS > 0 {
-				scale = logAddExp(logExpm1(lnS)+fracStop, fracFloor)
+				scale = numeric.LogAddExp(numeric.LogExpm1(lnS)+fracStop, fracFloor)
 			}
 			if (width < scale && s < lnS+fracStop) || i >= fracMaxTerms {
 				if negative {
-					neg = logAddExp(neg, s-math.Ln2)
+					neg = numeric.LogAddExp(neg, s-math.Ln2)
 				} else {
-					pos = logAddExp(pos, logSubExp(s, sNext-math.Ln2))
+					pos = numeric.LogAddExp(pos, numeric.LogSubExp(s, sNext-math.Ln2))
 				}
-				return logSubExp(pos, neg)
+				return numeric.LogSubExp(pos, neg)
 			}
 		}
 		if negative {
-			neg = logAddExp(neg, s)
+			neg = numeric.LogAddExp(neg, s)
 		} else {
-			pos = logAddExp(pos, s)
+			pos = numeric.LogAddExp(pos, s)
 		}
 		logc, s = logcNext, sNext
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"gonum.org/v1/gonum/mathext"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -62,6 +63,9 @@ func (t *TruncatedPoisson) Name() string { return "rdp+truncation" }
 
 // Sampler returns "poisson-truncated".
 func (t *TruncatedPoisson) Sampler() string { return SamplerPoissonTruncated }
+
+// Adjacency returns AdjacencyAddRemove.
+func (t *TruncatedPoisson) Adjacency() string { return AdjacencyAddRemove }
 
 // Poisson returns the untruncated Poisson accountant it wraps.
 func (t *TruncatedPoisson) Poisson() *PoissonRDP { return t.base }
@@ -154,7 +158,7 @@ func (t *TruncatedPoisson) Epsilon(steps int, delta float64) (float64, error) {
 		if star <= lo || h(star) > 0 {
 			return math.Inf(1)
 		}
-		return bisectDecreasing(h, lo, star, 1e-12*math.Max(1, star))
+		return numeric.BisectDecreasing(h, lo, star, 1e-12*math.Max(1, star))
 	}
 	// Start from the order that is best without truncation, then skip every
 	// order whose untruncated ε (a lower bound) cannot beat the best so far.
@@ -208,9 +212,9 @@ func logBinomialSurvival(n int, q float64, k int) float64 {
 		m++
 		if lratio < 0 && lt < sum-40 {
 			// Remaining terms from m on are at most lt·(1 + r + r² + …).
-			return logAddExp(sum, lt-math.Log(-math.Expm1(lratio)))
+			return numeric.LogAddExp(sum, lt-math.Log(-math.Expm1(lratio)))
 		}
-		sum = logAddExp(sum, lt)
+		sum = numeric.LogAddExp(sum, lt)
 	}
 	return sum
 }

@@ -1,4 +1,4 @@
-package privacy
+package numeric
 
 import (
 	"math"
@@ -11,26 +11,26 @@ import (
 func TestLogNormCDF(t *testing.T) {
 	for x := -37.0; x <= 8; x += 0.125 {
 		want := math.Log(0.5 * math.Erfc(-x/math.Sqrt2))
-		if got := logNormCDF(x); !close(got, want, 1e-13, 1e-15) {
+		if got := LogNormCDF(x); !close(got, want, 1e-13, 1e-15) {
 			t.Errorf("x=%g: %.17g want %.17g", x, got, want)
 		}
 	}
 	// Upper tail: ln Φ(x) = log1p(−Φ(−x)).
 	for _, x := range []float64{5, 10, 20, 38} {
 		want := math.Log1p(-0.5 * math.Erfc(x/math.Sqrt2))
-		if got := logNormCDF(x); !close(got, want, 1e-12, 1e-300) {
+		if got := LogNormCDF(x); !close(got, want, 1e-12, 1e-300) {
 			t.Errorf("x=%g: %.17g want %.17g", x, got, want)
 		}
 	}
 	// Far tail: Φ(−t) = φ(t)/t·(1 − 1/t² + 3/t⁴ − 15/t⁶ + …).
 	for _, tt := range []float64{100, 1000, 1e5} {
 		s := 1 - 1/(tt*tt) + 3/math.Pow(tt, 4) - 15/math.Pow(tt, 6)
-		want := -tt*tt/2 - logSqrt2Pi - math.Log(tt) + math.Log(s)
-		if got := logNormCDF(-tt); !close(got, want, 1e-15, 1e-12) {
+		want := -tt*tt/2 - LogSqrt2Pi - math.Log(tt) + math.Log(s)
+		if got := LogNormCDF(-tt); !close(got, want, 1e-15, 1e-12) {
 			t.Errorf("x=%g: %.17g want %.17g", -tt, got, want)
 		}
 	}
-	if !math.IsInf(logNormCDF(math.Inf(-1)), -1) || logNormCDF(math.Inf(1)) != 0 || !math.IsNaN(logNormCDF(math.NaN())) {
+	if !math.IsInf(LogNormCDF(math.Inf(-1)), -1) || LogNormCDF(math.Inf(1)) != 0 || !math.IsNaN(LogNormCDF(math.NaN())) {
 		t.Error("logNormCDF special values")
 	}
 }
@@ -39,46 +39,51 @@ func TestLogAddSubExp(t *testing.T) {
 	for _, c := range [][2]float64{{0, 0}, {1, -3}, {-700, -701}, {-1e-3, -50}, {5, 4}} {
 		a, b := c[0], c[1]
 		want := math.Log(math.Exp(a) + math.Exp(b))
-		if got := logAddExp(a, b); !close(got, want, 1e-14, 1e-15) {
-			t.Errorf("logAddExp(%g,%g)=%g want %g", a, b, got, want)
+		if got := LogAddExp(a, b); !close(got, want, 1e-14, 1e-15) {
+			t.Errorf("LogAddExp(%g,%g)=%g want %g", a, b, got, want)
 		}
 		if a > b {
 			want := math.Log(math.Exp(a) - math.Exp(b))
-			if got := logSubExp(a, b); !close(got, want, 1e-9, 1e-15) {
-				t.Errorf("logSubExp(%g,%g)=%g want %g", a, b, got, want)
+			if got := LogSubExp(a, b); !close(got, want, 1e-9, 1e-15) {
+				t.Errorf("LogSubExp(%g,%g)=%g want %g", a, b, got, want)
 			}
 		}
 	}
 	// Near-equal arguments: ln(eᵃ − e^{a−h}) = a + ln h − h/2 + O(h²).
 	b := 5 - 1e-9
 	h := 5 - b // exact (Sterbenz)
-	if got, want := logSubExp(5, b), 5+math.Log(h)-h/2; !close(got, want, 1e-12, 0) {
+	if got, want := LogSubExp(5, b), 5+math.Log(h)-h/2; !close(got, want, 1e-12, 0) {
 		t.Errorf("logSubExp near-equal: %.17g want %.17g", got, want)
 	}
-	if logAddExp(math.Inf(-1), 3) != 3 || logSubExp(3, math.Inf(-1)) != 3 || !math.IsInf(logSubExp(2, 2), -1) {
+	if LogAddExp(math.Inf(-1), 3) != 3 || LogSubExp(3, math.Inf(-1)) != 3 || !math.IsInf(LogSubExp(2, 2), -1) {
 		t.Error("log-space special values")
 	}
-	if got := logAddExp(1e6, 1e6); !close(got, 1e6+math.Ln2, 1e-15, 0) {
+	if got := LogAddExp(1e6, 1e6); !close(got, 1e6+math.Ln2, 1e-15, 0) {
 		t.Errorf("logAddExp overflow: %g", got)
 	}
-	if got, want := softplus(-40), math.Exp(-40); !close(got, want, 1e-14, 0) {
-		t.Errorf("softplus(-40) = %g want %g", got, want)
+	if got, want := Softplus(-40), math.Exp(-40); !close(got, want, 1e-14, 0) {
+		t.Errorf("Softplus(-40) = %g want %g", got, want)
 	}
-	if got := softplus(800); got != 800 {
-		t.Errorf("softplus(800) = %g", got)
+	if got := Softplus(800); got != 800 {
+		t.Errorf("Softplus(800) = %g", got)
 	}
-	if got, want := logExpm1(1e-10), math.Log(1e-10)+0.5e-10; !close(got, want, 1e-14, 0) {
-		t.Errorf("logExpm1(1e-10) = %.17g want %.17g", got, want)
+	if got, want := LogExpm1(1e-10), math.Log(1e-10)+0.5e-10; !close(got, want, 1e-14, 0) {
+		t.Errorf("LogExpm1(1e-10) = %.17g want %.17g", got, want)
 	}
-	if got := logExpm1(1000); got != 1000 {
-		t.Errorf("logExpm1(1000) = %g", got)
+	if got := LogExpm1(1000); got != 1000 {
+		t.Errorf("LogExpm1(1000) = %g", got)
 	}
 }
 
 func TestBisectDecreasing(t *testing.T) {
 	f := func(x float64) float64 { return 2 - x*x*x }
-	x := bisectDecreasing(f, 0, 10, 1e-13)
+	x := BisectDecreasing(f, 0, 10, 1e-13)
 	if f(x) > 0 || math.Abs(x-math.Cbrt(2)) > 1e-12 {
 		t.Errorf("root %.16g, want %.16g on the f ≤ 0 side", x, math.Cbrt(2))
 	}
+}
+
+// close reports |got − want| ≤ abs + rel·|want|.
+func close(got, want, rel, abs float64) bool {
+	return math.Abs(got-want) <= abs+rel*math.Abs(want)
 }

@@ -1,12 +1,15 @@
-package privacy
+// Package numeric holds the log-space and root-finding helpers shared by the
+// privacy accountants: ln(eᵃ ± eᵇ), ln Φ with full precision in the far tail,
+// and a conservative bisection for non-increasing functions.
+package numeric
 
 import "math"
 
-// logSqrt2Pi is ln √(2π).
-const logSqrt2Pi = 0.91893853320467274178032973640561763986139747363778
+// LogSqrt2Pi is ln √(2π).
+const LogSqrt2Pi = 0.91893853320467274178032973640561763986139747363778
 
-// logAddExp returns ln(eᵃ + eᵇ) without overflow.
-func logAddExp(a, b float64) float64 {
+// LogAddExp returns ln(eᵃ + eᵇ) without overflow.
+func LogAddExp(a, b float64) float64 {
 	if a < b {
 		a, b = b, a
 	}
@@ -19,8 +22,8 @@ func logAddExp(a, b float64) float64 {
 	return a + math.Log1p(math.Exp(b-a))
 }
 
-// logSubExp returns ln(eᵃ − eᵇ) for a ≥ b; it returns −Inf when a ≤ b.
-func logSubExp(a, b float64) float64 {
+// LogSubExp returns ln(eᵃ − eᵇ) for a ≥ b; it returns −Inf when a ≤ b.
+func LogSubExp(a, b float64) float64 {
 	if math.IsInf(b, -1) {
 		return a
 	}
@@ -30,27 +33,27 @@ func logSubExp(a, b float64) float64 {
 	return a + math.Log(-math.Expm1(b-a))
 }
 
-// softplus returns ln(1 + eˣ) without overflow or loss of precision.
-func softplus(x float64) float64 {
+// Softplus returns ln(1 + eˣ) without overflow or loss of precision.
+func Softplus(x float64) float64 {
 	if x > 0 {
 		return x + math.Log1p(math.Exp(-x))
 	}
 	return math.Log1p(math.Exp(x))
 }
 
-// logExpm1 returns ln(eˣ − 1) for x > 0, accurate for tiny and huge x.
-func logExpm1(x float64) float64 {
+// LogExpm1 returns ln(eˣ − 1) for x > 0, accurate for tiny and huge x.
+func LogExpm1(x float64) float64 {
 	if x > 40 {
 		return x + math.Log1p(-math.Exp(-x))
 	}
 	return math.Log(math.Expm1(x))
 }
 
-// logNormCDF returns ln Φ(x), Φ the standard normal distribution function,
+// LogNormCDF returns ln Φ(x), Φ the standard normal distribution function,
 // with full relative precision in both tails. Below x = −20 it uses Laplace's
 // continued fraction for the Mills ratio Φ(−t)/φ(t) = 1/(t+1/(t+2/(t+3/(t+…)))),
 // so it does not underflow where erfc would.
-func logNormCDF(x float64) float64 {
+func LogNormCDF(x float64) float64 {
 	switch {
 	case math.IsNaN(x):
 		return math.NaN()
@@ -66,13 +69,13 @@ func logNormCDF(x float64) float64 {
 	for k := 48; k >= 1; k-- {
 		f = t + float64(k)/f
 	}
-	return -0.5*t*t - logSqrt2Pi - math.Log(f)
+	return -0.5*t*t - LogSqrt2Pi - math.Log(f)
 }
 
-// bisectDecreasing finds the crossing of a non-increasing function f on
+// BisectDecreasing finds the crossing of a non-increasing function f on
 // [lo, hi] with f(lo) > 0 ≥ f(hi). It returns a point x with f(x) ≤ 0 within
 // tol (absolute) of the crossing: the conservative end of the last bracket.
-func bisectDecreasing(f func(float64) float64, lo, hi, tol float64) float64 {
+func BisectDecreasing(f func(float64) float64, lo, hi, tol float64) float64 {
 	for i := 0; i < 200 && hi-lo > tol; i++ {
 		mid := lo + 0.5*(hi-lo)
 		if mid <= lo || mid >= hi {
