@@ -3,6 +3,7 @@ package privacy
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
@@ -10,17 +11,24 @@ import (
 // MaxOrder is the largest Rényi order accepted.
 const MaxOrder = 1 << 20
 
-// DefaultOrders returns a fresh copy of the default grid of Rényi orders: the
-// grid of TF Privacy's compute_dp_sgd_privacy ([1.25 … 4.5] + 5…63 + [128,
-// 256, 512]) with 1.1, 2.75, 3.25, 3.75 and 64 added and a denser tail up to
-// 1024 (84 orders in all). Small orders matter for small ε or large δ, large
-// ones for small σ or large ε.
+// DefaultOrders returns a fresh copy of the default grid of Rényi orders: a
+// superset of Opacus's grid (1.1, 1.2, …, 10.9 and 12…63) and of TF
+// Privacy's (which adds 1.25, 1.75, …, 128, 256, 512), with 11, 64 and a
+// denser tail up to 1024 (169 orders in all). Being a superset, it never
+// reports a larger ε than either library. Small orders matter for small ε or
+// large δ, large ones for small σ or large ε.
 func DefaultOrders() []float64 {
-	o := []float64{1.1, 1.25, 1.5, 1.75, 2, 2.25, 2.5, 2.75, 3, 3.25, 3.5, 3.75, 4, 4.5}
-	for a := 5; a <= 64; a++ {
+	var o []float64
+	for x := 1; x < 100; x++ {
+		o = append(o, 1+float64(x)/10)
+	}
+	o = append(o, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75)
+	for a := 11; a <= 64; a++ {
 		o = append(o, float64(a))
 	}
-	return append(o, 80, 96, 128, 160, 192, 256, 384, 512, 768, 1024)
+	o = append(o, 80, 96, 128, 160, 192, 256, 384, 512, 768, 1024)
+	sort.Float64s(o)
+	return o
 }
 
 // checkOrders validates a grid of Rényi orders: non-empty, each in (1, MaxOrder].

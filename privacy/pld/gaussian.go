@@ -1,0 +1,274 @@
+package pld
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"gonum.org/v1/gonum/mathext"
+)
+
+// Direction selects which of the two neighbouring datasets plays P in the
+// pair (P, Q) of add/remove-one adjacency.
+type Direction int
+
+const (
+	// Remove: P is the run on the dataset with the record, Q without it.
+	// For the Poisson-subsampled Gaussian P = (1−q)N(0, σ²) + qN(1, σ²) and
+	// Q = N(0, σ²).
+	Remove Direction = iota
+	// Add: P is the run without the record, Q with it: P = N(0, σ²) and
+	// Q = (1−q)N(0, σ²) + qN(1, σ²).
+	Add
+)
+
+// String returns "remove" or "add".
+func (d Direction) String() string {
+	switch d {
+	case Remove:
+		return "remove"
+	case Add:
+		return "add"
+	}
+	return fmt.Sprintf("Direction(%d)", int(d))
+}
+
+// DefaultInterval is the default loss grid spacing Δ (dp_accounting's
+// default value_discretization_interval).
+const DefaultInterval = 1e-4
+
+// DefaultTailMass is the default bound on the mass of P outside the range
+// of outputs x that PoissonGaussian discretizes; the mass above goes to +∞,
+// the mass below to the lowest grid loss, so truncation is pessimistic.
+const DefaultTailMass = 1e-20
+
+// Options are the discretization settings of PoissonGaussian and of the
+// Poisson accountant; zero fields select the defaults.
+type Options struct {
+	// Interval is the loss grid spacing Δ, in (0, 1]; default
+	// DefaultInterval. A coarser grid is faster and more pessimistic.
+	Interval float64
+	// TailMass bounds the truncated mass of one step, in (0, 1e-3];
+	// default DefaultTailMass.
+	TailMass float64
+}
+
+// withDefaults validates o and fills the defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.TailMass == 0 {
+		o.TailMass = DefaultTailMass
+	}
+	if !(o.Interval > 0 && o.Interval <= 1) {
+		return o, fmt.Errorf("Interval = %g out of range (0, 1]: %w", o.Interval, privacy.ErrInvalidArgument)
+	}
+	if !(o.TailMass > 0 && o.TailMass <= 1e-3) {
+		return o, fmt.Errorf("TailMass = %g out of range (0, 1e-3]: %w", o.TailMass, privacy.ErrInvalidArgument)
+	}
+	return o, nil
+}
+
+// checkQSigma validates q in (0, 1] and σ in (0, +Inf).
+func checkQSigma(q, sigma float64) error {
+	if !(q > 0 && q <= 1) {
+		return fmt.Errorf("q = %g out of range (0, 1]: %w", q, privacy.ErrInvalidArgument)
+	}
+	if !(sigma > 0) || math.IsInf(sigma, 1) {
+		return fmt.Errorf("sigma = %g out of range (0, +Inf): %w", sigma, privacy.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// poissonGaussian describes one step of the Poisson-subsampled Gaussian
+// mechanism of sensitivity 1 and noise σ, in one direction.
+type poissonGaussian struct {
+	q, sigma float64
+	dir      Direction
+	log1mq   float64 // ln(1−q), −Inf for q = 1
+	logq     float64
+}
+
+func newPoissonGaussian(q, sigma float64, dir Direction) *poissonGaussian {
+	return &poissonGaussian{q: q, sigma: sigma, dir: dir, log1mq: math.Log1p(-q), logq: math.Log(q)}
+}
+
+// lossRange returns the range of losses discretized: those of the outputs
+// x in [−σz, 1+σz], which carry all but tail of P (each of the four
+// component tails ≤ tail/4).
+func (g *poissonGaussian) lossRange(tail float64) (lmin, lmax float64) {
+	z := -mathext.NormalQuantile(tail / 4)
+	lmin, lmax = g.lossRemove(-g.sigma*z), g.lossRemove(1+g.sigma*z)
+	if g.dir == Add {
+		lmin, lmax = -lmax, -lmin
+	}
+	return lmin, lmax
+}
+
+// lossRemove returns the remove-direction privacy loss at output x,
+//
+//	ℓ(x) = ln(1 − q + q·e^{(2x−1)/(2σ²)})   (privacy-math.md §8b),
+//
+// increasing in x; the add-direction loss is −ℓ(x).
+func (g *poissonGaussian) lossRemove(x float64) float64 {
+	u := (2*x - 1) / (2 * g.sigma * g.sigma)
+	return numeric.LogAddExp(g.log1mq, g.logq+u)
+}
+
+// xRemove is the inverse of lossRemove: the x with ℓ(x) = l, −Inf for
+// l ≤ ln(1−q).
+func (g *poissonGaussian) xRemove(l float64) float64 {
+	d := numeric.LogSubExp(l, g.log1mq)
+	if math.IsInf(d, -1) {
+		return math.Inf(-1)
+	}
+	return g.sigma*g.sigma*(d-g.logq) + 0.5
+}
+
+// normCDFs holds Φ(z) and Φ̄(z) = 1 − Φ(z) at a point, each with full
+// relative precision in its own tail.
+type normCDFs struct{ lo, hi float64 }
+
+func cdfs(z float64) normCDFs {
+	return normCDFs{lo: 0.5 * math.Erfc(-z/math.Sqrt2), hi: 0.5 * math.Erfc(z/math.Sqrt2)}
+}
+
+// Nodes and weights of 8-point Gauss–Legendre quadrature on [−1, 1].
+var glNodes = [4]float64{0.1834346424956498, 0.5255324099163290, 0.7966664774136267, 0.9602898564975363}
+var glWeights = [4]float64{0.3626837833783620, 0.3137066458778873, 0.2223810344533745, 0.1012285362903763}
+
+// between returns Φ(zb) − Φ(za) for za ≤ zb with a relative error of a few
+// ulps: by 8-point Gauss–Legendre quadrature of the density when the
+// interval is narrow (width·max(1, |z|) ≤ 1/2, where the density varies by
+// at most e^{1/2} and the quadrature error is far below rounding), else as
+// the difference of the CDFs in the thinner tail (then at least 1 − e^{−1/2}
+// of the larger term survives, so no digits are lost).
+func between(a, b normCDFs, za, zb float64) float64 {
+	if w := zb - za; w*math.Max(1, math.Max(math.Abs(za), math.Abs(zb))) <= 0.5 {
+		h, m := 0.5*w, 0.5*(za+zb)
+		var s float64
+		for i, x := range glNodes {
+			u, v := m-h*x, m+h*x
+			s += glWeights[i] * (math.Exp(-0.5*u*u) + math.Exp(-0.5*v*v))
+		}
+		return h * s / math.Sqrt(2*math.Pi)
+	}
+	switch {
+	case za >= 0:
+		return math.Max(0, a.hi-b.hi)
+	case zb <= 0:
+		return math.Max(0, b.lo-a.lo)
+	}
+	return math.Max(0, 1-a.lo-b.hi)
+}
+
+// PoissonGaussian returns the pessimistic PMF of one step of the
+// Poisson-subsampled Gaussian mechanism (sampling rate q in (0, 1], noise
+// multiplier σ > 0, sensitivity 1; privacy-math.md §8a for q = 1, §8b) in
+// direction dir, by connect-the-dots (Doroshenko et al. 2022, Alg. 1 in its
+// cell form): the outputs x whose loss falls between two grid losses ℓ_i <
+// ℓ_{i+1} form a cell whose P-mass p and Q-mass r (Gaussian CDF
+// differences, exact) are split between the two ends as
+//
+//	p_{i+1} = (p − e^{ℓ_i} r)/(1 − e^{−Δ}),   p_i = p − p_{i+1},
+//
+// which keeps both P(cell) and Q(cell) = E_P[e^{−L}; cell]. The δ(ε) of the
+// result interpolates the true convex δ(e^ε) linearly between grid points
+// (it is exact at every grid loss), so it is never below the true δ. The
+// P-mass of outputs beyond the truncation range (at most o.TailMass) goes to
+// +∞ (high losses) or to the lowest grid loss (low losses): pessimistic.
+func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
+	if err := checkQSigma(q, sigma); err != nil {
+		return nil, fmt.Errorf("pld: PoissonGaussian: %w", err)
+	}
+	if dir != Remove && dir != Add {
+		return nil, fmt.Errorf("pld: PoissonGaussian: dir = %d, want Remove (0) or Add (1): %w", int(dir), privacy.ErrInvalidArgument)
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("pld: PoissonGaussian: %w", err)
+	}
+	g := newPoissonGaussian(q, sigma, dir)
+	delta := o.Interval
+	lmin, lmax := g.lossRange(o.TailMass)
+	ilo, ihi := math.Floor(lmin/delta), math.Ceil(lmax/delta)
+	if ihi-ilo+1 > maxGridLen {
+		return nil, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
+			q, sigma, ihi-ilo+1, delta, maxGridLen, ErrGridTooLarge)
+	}
+	lo, n := int(ilo), int(ihi-ilo)+1
+
+	// Boundary outputs: b[i] = x at loss (lo+i)Δ, and the CDFs of the two
+	// mixture components (means 0 and 1) there.
+	type edge struct {
+		z0, z1 float64
+		c0, c1 normCDFs
+	}
+	edges := make([]edge, n)
+	for i := range edges {
+		l := float64(lo+i) * delta
+		var x float64
+		if dir == Remove {
+			x = g.xRemove(l)
+		} else {
+			x = g.xRemove(-l)
+		}
+		e := edge{z0: x / sigma, z1: (x - 1) / sigma}
+		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
+		edges[i] = e
+	}
+	// mass returns (P, Q) of the x-interval between edges i and j (in x
+	// order: i is the left edge).
+	wP0, wP1, wQ0, wQ1 := 1-q, q, 1.0, 0.0 // remove: P = mixture, Q = N(0)
+	if dir == Add {
+		wP0, wP1, wQ0, wQ1 = 1, 0, 1-q, q
+	}
+	mass := func(a, b edge) (p, r float64) {
+		m0 := between(a.c0, b.c0, a.z0, b.z0)
+		m1 := between(a.c1, b.c1, a.z1, b.z1)
+		return wP0*m0 + wP1*m1, wQ0*m0 + wQ1*m1
+	}
+	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: normCDFs{0, 1}, c1: normCDFs{0, 1}}
+	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: normCDFs{1, 0}, c1: normCDFs{1, 0}}
+
+	probs := make([]float64, n)
+	oneMinusEmD := -math.Expm1(-delta)
+	var inf float64
+	if dir == Remove { // loss increases with x
+		probs[0], _ = mass(minusInf, edges[0])
+		inf, _ = mass(edges[n-1], plusInf)
+		for i := 0; i+1 < n; i++ {
+			p, r := mass(edges[i], edges[i+1])
+			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+		}
+	} else { // loss decreases with x
+		probs[0], _ = mass(edges[0], plusInf)
+		inf, _ = mass(minusInf, edges[n-1])
+		for i := 0; i+1 < n; i++ {
+			p, r := mass(edges[i+1], edges[i])
+			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+		}
+	}
+	out := &PMF{interval: delta, offset: lo, probs: probs, inf: inf, pessimistic: true}
+	// Roundoff allowance: every cell mass is computed to a few ulps
+	// (between), so δ, a positive combination of them, is within a relative
+	// 64 ulps; the split's cancellation moves at most a few ulps of a cell's
+	// mass by one grid step, which changes δ by far less.
+	out.rel = 64 * 0x1p-52
+	out.trim()
+	return out, nil
+}
+
+// splitCell adds the cell (ℓ_i, ℓ_i+Δ] of P-mass p and Q-mass r to grid
+// points i and i+1 by connect-the-dots.
+func splitCell(probs []float64, i int, p, r, li, oneMinusEmD float64) {
+	if p == 0 {
+		return
+	}
+	hi := (p - math.Exp(li+math.Log(r))) / oneMinusEmD
+	hi = math.Min(math.Max(hi, 0), p)
+	probs[i+1] += hi
+	probs[i] += p - hi
+}
