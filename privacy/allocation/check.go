@@ -49,3 +49,19 @@ func epochsOf(steps, rounds int) int {
 	}
 	return (steps-1)/rounds + 1
 }
+
+// checkSteps validates a step count in [0, +Inf).
+func checkSteps(steps int) error {
+	if steps < 0 {
+		return fmt.Errorf("allocation: steps = %d out of range [0, +Inf): %w", steps, privacy.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkEps validates ε in [0, +Inf).
+func checkEps(eps float64) error {
+	if !(eps >= 0) || math.IsInf(eps, 1) {
+		return fmt.Errorf("allocation: eps = %g out of range [0, +Inf): %w", eps, privacy.ErrInvalidArgument)
+	}
+	return nil
+}
