@@ -21,6 +21,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
 
@@ -85,6 +86,8 @@ type Privacy struct {
 	Accountant privacy.Accountant
 	Delta      float64         // δ at which ε is reported
 	Budget     *privacy.Budget // nil: no budget, ε is only reported
+	// Ledger, when set, records what each epoch spent; a checkpoint carries it.
+	Ledger *accounting.Ledger
 }
 
 // EpochStats is what the loop reports after each epoch.
@@ -325,6 +328,11 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			return res, err
 		}
 		es.Seconds = time.Since(t0).Seconds()
+		if pv.Ledger != nil && !cfg.NonPrivate {
+			if err := pv.Ledger.Record(es.Epoch, step, es.Epsilon); err != nil {
+				return res, fmt.Errorf("privacy ledger after epoch %d: %w", es.Epoch, err)
+			}
+		}
 		res.History = append(res.History, es)
 		res.NonFinite += es.NonFinite
 		res.EpochsRun = epoch + 1

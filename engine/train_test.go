@@ -10,6 +10,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
 
@@ -80,9 +81,25 @@ func TestBudgetStopsTraining(t *testing.T) {
 	e2, _ := acc.Epsilon(2*m, 1e-5)
 	e3, _ := acc.Epsilon(3*m, 1e-5)
 	budget := &privacy.Budget{Epsilon: (e2 + e3) / 2, Delta: 1e-5}
-	res, err := Train(context.Background(), cfg, train, test, smp, poissonPrivacy(t, q, 1, budget), nil)
+	pv := poissonPrivacy(t, q, 1, budget)
+	spec := accounting.Spec{Sampler: privacy.SamplerPoisson, Method: accounting.MethodRDP, Sigma: 1, SampleRate: q}
+	ledger, err := accounting.NewLedger(spec, 1e-5, budget)
 	if err != nil {
 		t.Fatal(err)
+	}
+	pv.Ledger = ledger
+	res, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ledger holds one entry per epoch run, with the ε the history reports.
+	if len(ledger.Epochs) != 2 || ledger.Steps != 2*m {
+		t.Fatalf("ledger %+v, want 2 epochs and %d steps", ledger, 2*m)
+	}
+	for i, e := range ledger.Epochs {
+		if e.Steps != (i+1)*m || e.Epsilon != res.History[i].Epsilon {
+			t.Errorf("ledger epoch %d: %+v, history ε %v", i+1, e, res.History[i].Epsilon)
+		}
 	}
 	if !res.StoppedByBudget || res.EpochsRun != 2 || res.Steps != 2*m {
 		t.Fatalf("stopped=%v epochs=%d steps=%d, want stopped after 2 epochs (%d steps)", res.StoppedByBudget, res.EpochsRun, res.Steps, 2*m)

@@ -87,8 +87,12 @@ func IsLowerBound(a Accountant) bool {
 	return ok && lb.LowerBound()
 }
 
-// Budget is a target (ε, δ).
-type Budget struct{ Epsilon, Delta float64 }
+// Budget is a target (ε, δ). A total-variation target t is the budget
+// (0, t): d_TV ≤ t is exactly (0, t)-DP (privacy-math.md §8c).
+type Budget struct {
+	Epsilon float64 `json:"epsilon"`
+	Delta   float64 `json:"delta"`
+}
 
 // Validate checks ε ≥ 0 (finite) and δ in (0, 1).
 func (b Budget) Validate() error {
@@ -98,9 +102,13 @@ func (b Budget) Validate() error {
 	return checkDelta("budget Delta", b.Delta)
 }
 
-// Check says whether steps steps stay within the budget, and the ε they
-// spend at the budget's δ. It refuses accountants that declare themselves
-// approximations (ErrNotCertified): a budget check is a guarantee.
+// Check says whether steps steps stay within the budget: whether the run is
+// (Epsilon, Delta)-DP after them, decided by a.Delta(steps, Epsilon) ≤ Delta
+// (so a total-variation budget (0, t) works with accountants that only
+// certify a TV). It also returns the ε spent at the budget's δ, +Inf where
+// the accountant cannot certify any ε at that δ. It refuses accountants that
+// declare themselves approximations or lower bounds (ErrNotCertified): a
+// budget check is a guarantee.
 func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err error) {
 	if err := b.Validate(); err != nil {
 		return 0, false, err
@@ -111,11 +119,19 @@ func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err er
 	if IsApproximate(a) || IsLowerBound(a) {
 		return 0, false, fmt.Errorf("privacy: Budget.Check: %q (%s): %w", a.Name(), a.Sampler(), ErrNotCertified)
 	}
-	eps, err = a.Epsilon(steps, b.Delta)
+	d, err := a.Delta(steps, b.Epsilon)
 	if err != nil {
-		return eps, false, err
+		return 0, false, err
 	}
-	return eps, eps <= b.Epsilon, nil
+	within = d <= b.Delta
+	eps, err = a.Epsilon(steps, b.Delta)
+	if errors.Is(err, ErrUnreachable) {
+		return math.Inf(1), within, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return eps, within, nil
 }
 
 // calibrateRelTol is the relative tolerance of CalibrateSigma.

@@ -134,3 +134,25 @@ func TestAccountantsInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetCheckTV: a total-variation budget (0, t) is decided by δ(0) = TV,
+// and an ε that does not exist at δ is reported as +Inf, not an error.
+func TestBudgetCheckTV(t *testing.T) {
+	g, err := NewGaussianEpochs(2, 10, SamplerAllocation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tv, err := GaussianDelta(math.Sqrt(3)/2, 0) // 3 epochs
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget float64
+		within bool
+	}{{tv * 1.001, true}, {tv * 0.999, false}} {
+		_, within, err := Budget{Epsilon: 0, Delta: c.budget}.Check(g, 30)
+		if err != nil || within != c.within {
+			t.Errorf("TV budget %g (TV %g): within = %v, %v", c.budget, tv, within, err)
+		}
+	}
+}

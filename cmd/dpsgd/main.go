@@ -2,6 +2,8 @@
 // actually used, the privacy guarantee spent.
 //
 //	dpsgd train [flags]    train a model (see dpsgd train --help)
+//	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
+//	dpsgd plot [flags]     figures: seed 002's bounds, trade-off curves, samplers compared
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
 // stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
@@ -21,6 +23,8 @@ const usage = `dpsgd: differentially private SGD with a guarantee checked every 
 
 Usage:
   dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
+  dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
+  dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd version          print the version
 `
 
@@ -53,12 +57,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "train":
 		err = cmdTrain(ctx, args[1:], stdout, stderr)
+	case "account":
+		err = cmdAccount(args[1:], stdout, stderr)
+	case "plot":
+		err = cmdPlot(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "dpsgd", version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train or version)", args[0])
+		err = usagef("unknown command %q (want train, account, plot or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -34,7 +34,7 @@ func TestTrainJSONContract(t *testing.T) {
 			t.Errorf("key %q missing", k)
 		}
 	}
-	if m["sampler"] != "poisson" || m["accountant"] != "rdp" {
+	if m["sampler"] != "poisson" || m["accountant"] != "pld" {
 		t.Errorf("sampler %v accountant %v", m["sampler"], m["accountant"])
 	}
 	if eps, ok := m["epsilon"].(float64); !ok || eps <= 0 || eps > 3 {

@@ -20,6 +20,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
 
@@ -77,7 +78,7 @@ func presetFor(dataset, model string) preset {
 type trainFlags struct {
 	dataset, dataDir, cacheDir          string
 	model, hidden, activation           string
-	samplerName                         string
+	samplerName, accountant             string
 	batch, physBatch, maxBatch, epochs  int
 	sigma, clip, lr, momentum, decay    float64
 	ema                                 float64
@@ -101,6 +102,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
+	fs.StringVar(&f.accountant, "accountant", "", "accountant proven for the sampler (default: the tightest; dpsgd account lists them)")
 	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
 	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 10 standard deviations + 10)")
@@ -147,6 +149,7 @@ type runConfig struct {
 	smp         sampler.Sampler
 	pv          engine.Privacy
 	newAcc      func(sigma float64) (privacy.Accountant, error)
+	spec        accounting.Spec
 	sigmaSource string
 }
 
@@ -270,7 +273,7 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	steps := f.epochs * rc.smp.StepsPerEpoch()
 	if !f.set["sigma"] {
 		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
-		sigma, err := privacy.CalibrateSigma(rc.newAcc, steps, budget, 0.3, 200)
+		sigma, err := accounting.SolveSigma(rc.spec, steps, budget)
 		if err != nil {
 			return nil, usagef("--target-epsilon %v over %d epochs: %v", target, f.epochs, err)
 		}
@@ -287,35 +290,27 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	if target > 0 {
 		rc.pv.Budget = &privacy.Budget{Epsilon: target, Delta: f.delta}
 	}
+	rc.spec.Sigma = rc.cfg.Sigma
+	if rc.pv.Ledger, err = accounting.NewLedger(rc.spec, f.delta, rc.pv.Budget); err != nil {
+		return nil, usagef("%v", err)
+	}
 	return rc, rc.cfg.Validate()
 }
 
 func (f *trainFlags) buildSampler(rc *runConfig) error {
 	n := rc.train.N
 	var err error
+	spec := accounting.Spec{Sampler: f.samplerName}
 	switch f.samplerName {
 	case "shuffle":
 		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
-		if err == nil {
-			m := rc.smp.StepsPerEpoch()
-			rc.newAcc = func(s float64) (privacy.Accountant, error) {
-				return privacy.NewGaussianEpochs(s, m, privacy.SamplerShuffle)
-			}
-		}
 	case "allocation":
 		m := max(1, int(math.Round(float64(n)/float64(f.batch))))
 		rc.smp, err = sampler.NewAllocation(n, m, f.seed)
-		if err == nil {
-			rc.newAcc = func(s float64) (privacy.Accountant, error) {
-				return privacy.NewGaussianEpochs(s, m, privacy.SamplerAllocation)
-			}
-		}
 	case "poisson":
 		q := float64(f.batch) / float64(n)
 		rc.smp, err = sampler.NewPoisson(n, q, f.seed)
-		if err == nil {
-			rc.newAcc = func(s float64) (privacy.Accountant, error) { return privacy.NewPoissonRDP(q, s, nil) }
-		}
+		spec.SampleRate = q
 	case "poisson-truncated":
 		q := float64(f.batch) / float64(n)
 		maxB := f.maxBatch
@@ -328,16 +323,36 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 			return usagef("--max-batch %d: want ≥ 1", maxB)
 		}
 		rc.smp, err = sampler.NewTruncatedPoisson(n, q, maxB, f.seed)
-		if err == nil {
-			rc.newAcc = func(s float64) (privacy.Accountant, error) {
-				return privacy.NewTruncatedPoisson(q, s, n, maxB, nil)
-			}
-		}
+		spec.SampleRate, spec.DatasetSize, spec.MaxBatch = q, n, maxB
 	default:
 		return usagef("--sampler %q: want shuffle, poisson, poisson-truncated or allocation", f.samplerName)
 	}
 	if err != nil {
 		return usagef("--sampler %s: %v", f.samplerName, err)
+	}
+	if spec.Sampler == "shuffle" || spec.Sampler == "allocation" {
+		spec.Rounds = rc.smp.StepsPerEpoch()
+		spec.SampleRate = 1 / float64(spec.Rounds)
+	}
+	spec.Method = f.accountant
+	if spec.Method == "" {
+		spec.Method = accounting.DefaultMethod(spec.Sampler)
+	}
+	kind, err := spec.Kind()
+	if err != nil {
+		return usagef("--accountant %q: not available for --sampler %s; want one of %s", f.accountant, f.samplerName, strings.Join(accounting.Methods(f.samplerName), ", "))
+	}
+	if spec.Method == accounting.MethodChiSquare || spec.Method == accounting.MethodBerryEsseen {
+		return usagef("--accountant %s certifies only a total variation; training reports (ε, δ): use exact, rdp or deterministic", spec.Method)
+	}
+	if kind != accounting.KindGuarantee {
+		return usagef("--accountant %s for --sampler %s is %s, not a guarantee; training needs a guarantee (see dpsgd account to compare)", spec.Method, f.samplerName, kind)
+	}
+	rc.spec = spec
+	rc.newAcc = func(s float64) (privacy.Accountant, error) {
+		sp := spec
+		sp.Sigma = s
+		return sp.New()
 	}
 	return nil
 }
@@ -410,6 +425,8 @@ type trainJSON struct {
 	Sampler           string              `json:"sampler"`
 	Accountant        string              `json:"accountant"`
 	Guarantee         string              `json:"guarantee"`
+	Adjacency         string              `json:"adjacency,omitempty"`
+	Ledger            *accounting.Ledger  `json:"ledger,omitempty"`
 	Dataset           string              `json:"dataset"`
 	Model             string              `json:"model"`
 	Params            int                 `json:"params"`
@@ -479,8 +496,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		out.Epsilon = &eps
 		out.Accountant = rc.pv.Accountant.Name()
-		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps, proven for the %s sampler by the %s accountant",
-			eps, f.delta, res.Steps, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
+		out.Adjacency = rc.pv.Accountant.Adjacency()
+		out.Ledger = rc.pv.Ledger
+		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s adjacency, proven for the %s sampler by the %s accountant",
+			eps, f.delta, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
 	}
 	for i := range out.History {
 		if math.IsNaN(out.History[i].Epsilon) {

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dpsgd/dpsgd/plots"
+	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
+	"github.com/dpsgd/dpsgd/privacy/allocation"
+	"github.com/dpsgd/dpsgd/privacy/fdp"
+)
+
+// figureNames are the figures dpsgd plot draws, in the order of --figure all.
+var figureNames = []string{"fig1", "fig2", "fig3", "tradeoff", "samplers"}
+
+type plotFlags struct {
+	figure, out, sampler string
+	sigma, delta         float64
+	datasetSize, batch   int
+	epochs               int
+	quick                bool
+}
+
+func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
+	f := &plotFlags{}
+	fs := flag.NewFlagSet("dpsgd plot", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.figure, "figure", "all", "fig1 (seed 002 Figure 1: δ vs M), fig2 (μ coefficients and ratio), fig3 (required M vs σ), tradeoff (trade-off curves of a run), samplers (ε over epochs: shuffle, Poisson, allocation), or all")
+	fs.StringVar(&f.out, "out", "figures", "output directory (each figure as NAME.png and NAME.svg)")
+	fs.StringVar(&f.sampler, "sampler", "allocation", "tradeoff: the sampler of the run")
+	fs.Var(realFlag{&f.sigma}, "sigma", "tradeoff, samplers: noise multiplier (default 1)")
+	fs.Var(realFlag{&f.delta}, "delta", "samplers: δ of the reported ε (default 1e-5)")
+	fs.Var(countFlag{"dataset-size", &f.datasetSize, 1}, "dataset-size", "tradeoff, samplers: N (default 60000)")
+	fs.Var(countFlag{"batch-size", &f.batch, 1}, "batch-size", "tradeoff, samplers: expected batch size (default 600)")
+	fs.Var(countFlag{"epochs", &f.epochs, 1}, "epochs", "tradeoff: epochs of the run (default 5); samplers: the last epoch (default 30)")
+	fs.BoolVar(&f.quick, "quick", false, "fewer points (for tests)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: dpsgd plot [flags]\n\nDraws figures of the accountants as PNG and SVG.\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil, flag.ErrHelp
+		}
+		return nil, flagError(err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["sigma"] {
+		f.sigma = 1
+	} else if !(f.sigma > 0) {
+		return nil, usagef("--sigma %v: out of range (0, +Inf)", f.sigma)
+	}
+	if !set["delta"] {
+		f.delta = 1e-5
+	} else if !(f.delta > 0 && f.delta < 1) {
+		return nil, usagef("--delta %v: out of range (0, 1)", f.delta)
+	}
+	if !set["dataset-size"] {
+		f.datasetSize = 60000
+	}
+	if !set["batch-size"] {
+		f.batch = 600
+	}
+	if f.batch > f.datasetSize {
+		return nil, usagef("--batch-size %d: out of range [1, --dataset-size = %d]", f.batch, f.datasetSize)
+	}
+	if !set["epochs"] {
+		f.epochs = 0
+	}
+	valid := append([]string{"all"}, figureNames...)
+	ok := false
+	for _, n := range valid {
+		ok = ok || n == f.figure
+	}
+	if !ok {
+		return nil, usagef("--figure %q: want one of %s", f.figure, strings.Join(valid, ", "))
+	}
+	if accounting.Methods(f.sampler) == nil {
+		return nil, usagef("--sampler %q: want shuffle, poisson, poisson-truncated or allocation", f.sampler)
+	}
+	return f, nil
+}
+
+func cmdPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parsePlotFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", f.out, err)
+	}
+	names := figureNames
+	if f.figure != "all" {
+		names = []string{f.figure}
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		figs, err := f.build(name)
+		if err != nil {
+			return fmt.Errorf("figure %s: %w", name, err)
+		}
+		path := filepath.Join(f.out, name)
+		if err := plots.SavePanels(path, figs...); err != nil {
+			return fmt.Errorf("figure %s: %w", name, err)
+		}
+		fmt.Fprintf(stdout, "wrote %s.png and %s.svg\n", path, path)
+	}
+	return nil
+}
+
+// build computes the figure named name: one or more panels of one image.
+func (f *plotFlags) build(name string) ([]plots.Figure, error) {
+	switch name {
+	case "fig1":
+		return f.fig1()
+	case "fig2":
+		return f.fig2()
+	case "fig3":
+		return f.fig3()
+	case "tradeoff":
+		return f.tradeoff()
+	case "samplers":
+		return f.samplers()
+	}
+	return nil, fmt.Errorf("unknown figure %q", name)
+}
+
+// logGrid returns n points from lo to hi, evenly spaced in log scale.
+func logGrid(lo, hi float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = lo * math.Pow(hi/lo, float64(i)/float64(n-1))
+	}
+	return out
+}
+
+// linGrid returns n points from lo to hi, evenly spaced.
+func linGrid(lo, hi float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = lo + (hi-lo)*float64(i)/float64(n-1)
+	}
+	return out
+}
+
+var fig1Sigmas = []float64{0.5, 0.75, 1, 1.5, 2}
+
+// fig1 is seed 002's Figure 1: the one-epoch δ (a TV) against M for several σ,
+// with the exact and chi-square values beside the Berry–Esseen bound.
+func (f *plotFlags) fig1() ([]plots.Figure, error) {
+	n := 29
+	if f.quick {
+		n = 5
+	}
+	ms := logGrid(1e2, 1e9, n)
+	fig := plots.Figure{
+		Title:  "Seed 002 Fig. 1: one epoch of random allocation, δ (TV) vs M. Solid: Berry–Esseen (Thm 4.1), dashed: exact, dotted: chi-square",
+		XLabel: "rounds per epoch M", YLabel: "δ (total variation)", LogX: true, LogY: true,
+	}
+	for i, sigma := range fig1Sigmas {
+		var be, ex, cs plots.Series
+		be.Name = fmt.Sprintf("σ = %g", sigma) // one legend entry per colour; the line style is the method
+		be.Color, ex.Color, cs.Color = i, i, i
+		be.Style, ex.Style, cs.Style = plots.Solid, plots.Dashed, plots.Dotted
+		for _, mf := range ms {
+			m := int(math.Round(mf))
+			if d, err := allocation.BerryEsseenDelta(sigma, m, 1, allocation.RhoSimplified); err == nil && d < 1 {
+				be.X, be.Y = append(be.X, mf), append(be.Y, d)
+			} else if err != nil && !errors.Is(err, privacy.ErrOutOfRegime) {
+				return nil, err
+			}
+			d, err := allocation.ExactTVEpoch(sigma, m)
+			if err != nil {
+				return nil, err
+			}
+			ex.X, ex.Y = append(ex.X, mf), append(ex.Y, d)
+			d, err = allocation.ChiSquareTV(sigma, m, 1)
+			if err != nil {
+				return nil, err
+			}
+			cs.X, cs.Y = append(cs.X, mf), append(cs.Y, d)
+		}
+		fig.Series = append(fig.Series, be, ex, cs)
+	}
+	return []plots.Figure{fig}, nil
+}
+
+// fig2 is seed 002's Figure 2: the asymptotic μ-GDP coefficients per unit
+// c = √(E/M) (random allocation, Theorem 5.2, against uniform subsampling),
+// and their ratio, which is (1+√2)/2 at σ ≈ 1.668.
+func (f *plotFlags) fig2() ([]plots.Figure, error) {
+	n := 200
+	if f.quick {
+		n = 10
+	}
+	sigmas := linGrid(0.3, 5, n)
+	var alloc, sub, ratio, ref plots.Series
+	alloc.Name, sub.Name = "random allocation (= Poisson CLT): √(exp(1/σ²) − 1)", "uniform subsampling (DRS Cor. 5.4)"
+	ratio.Name, ref.Name = "μ_sub / μ_allocation", "(1+√2)/2"
+	ref.Style = plots.Dashed
+	for _, s := range sigmas {
+		a, b := allocation.MuAllocation(s, 1), allocation.MuSubsampled(s, 1)
+		alloc.X, alloc.Y = append(alloc.X, s), append(alloc.Y, a)
+		sub.X, sub.Y = append(sub.X, s), append(sub.Y, b)
+		ratio.X, ratio.Y = append(ratio.X, s), append(ratio.Y, b/a)
+		ref.X, ref.Y = append(ref.X, s), append(ref.Y, (1+math.Sqrt2)/2)
+	}
+	ref.Color = 3
+	coef := plots.Figure{
+		Title:  "Seed 002 Fig. 2: asymptotic μ per unit c = √(E/M) (display only, not a bound)",
+		XLabel: "σ", YLabel: "μ / c", LogY: true, Series: []plots.Series{alloc, sub},
+	}
+	rat := plots.Figure{
+		Title:  "Ratio of the μ coefficients: (1+√2)/2 at σ ≈ 1.668",
+		XLabel: "σ", YLabel: "ratio", Series: []plots.Series{ratio, ref},
+	}
+	return []plots.Figure{coef, rat}, nil
+}
+
+// fig3 is seed 002's Figure 3: the rounds M one epoch needs for δ (a TV) at
+// each σ, by Berry–Esseen, chi-square and the exact TV.
+func (f *plotFlags) fig3() ([]plots.Figure, error) {
+	n, nExact := 40, 12
+	if f.quick {
+		n, nExact = 4, 3
+	}
+	fig := plots.Figure{
+		Title:  "Seed 002 Fig. 3: rounds M one epoch needs for δ (TV), vs σ. Solid: Berry–Esseen, dashed: exact, dotted: chi-square",
+		XLabel: "σ", YLabel: "required M", LogY: true,
+	}
+	for i, delta := range []float64{1e-2, 1e-3, 1e-4} {
+		var be, ex, cs plots.Series
+		be.Name = fmt.Sprintf("δ = %g", delta)
+		be.Color, ex.Color, cs.Color = i, i, i
+		be.Style, ex.Style, cs.Style = plots.Solid, plots.Dashed, plots.Dotted
+		for _, s := range linGrid(0.6, 3, n) {
+			m, err := allocation.BerryEsseenRounds(s, delta, 1, allocation.RhoSimplified)
+			if err == nil {
+				be.X, be.Y = append(be.X, s), append(be.Y, float64(m))
+			} else if !errors.Is(err, privacy.ErrUnreachable) && !errors.Is(err, privacy.ErrOutOfRegime) {
+				return nil, err
+			}
+			m, err = allocation.ChiSquareRounds(s, delta, 1)
+			if err != nil {
+				return nil, err
+			}
+			cs.X, cs.Y = append(cs.X, s), append(cs.Y, float64(m))
+		}
+		for _, s := range linGrid(0.6, 3, nExact) {
+			m, err := exactRounds1(s, delta)
+			if err != nil {
+				return nil, err
+			}
+			ex.X, ex.Y = append(ex.X, s), append(ex.Y, float64(m))
+		}
+		fig.Series = append(fig.Series, be, ex, cs)
+	}
+	return []plots.Figure{fig}, nil
+}
+
+// runSpec is the accounting of a run described by the plot flags.
+func (f *plotFlags) runSpec(sampler string) (accounting.Spec, int) {
+	spec := accounting.Spec{Sampler: sampler, Sigma: f.sigma}
+	switch sampler {
+	case privacy.SamplerPoisson, privacy.SamplerPoissonTruncated:
+		spec.SampleRate = float64(f.batch) / float64(f.datasetSize)
+		spec.DatasetSize = f.datasetSize
+		q := spec.SampleRate
+		spec.MaxBatch = min(f.datasetSize, int(math.Ceil(float64(f.batch)+10*math.Sqrt(float64(f.datasetSize)*q*(1-q))+10)))
+		return spec, max(1, int(math.Round(1/q)))
+	case privacy.SamplerShuffle:
+		spec.Rounds = f.datasetSize / f.batch
+	default:
+		spec.Rounds = max(1, int(math.Round(float64(f.datasetSize)/float64(f.batch))))
+	}
+	spec.SampleRate = 1 / float64(spec.Rounds)
+	return spec, spec.Rounds
+}
+
+// tradeoff draws the trade-off curves (type I error α against type II error β)
+// of a run under every method available for its sampler.
+func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
+	epochs := f.epochs
+	if epochs == 0 {
+		epochs = 5
+	}
+	base, perEpoch := f.runSpec(f.sampler)
+	steps := epochs * perEpoch
+	fig := plots.Figure{
+		Title: fmt.Sprintf("Trade-off curves: %s sampler, σ = %g, %d epochs of %d steps (higher is more private)",
+			f.sampler, f.sigma, epochs, perEpoch),
+		XLabel: "type I error α", YLabel: "type II error β",
+	}
+	grid := fdp.DefaultEpsGrid()
+	if f.quick {
+		grid = linGrid(0, 10, 20)
+	}
+	for i, m := range accounting.Methods(f.sampler) {
+		spec := base
+		spec.Method = m
+		kind, _ := spec.Kind()
+		if kind == accounting.KindAssumesPoisson {
+			continue
+		}
+		acc, err := spec.New()
+		if err != nil {
+			return nil, err
+		}
+		curve, err := fdp.FromAccountant(acc, steps, grid)
+		if m == accounting.MethodChiSquare && err == nil {
+			// The chi-square bound is sharper than its TV alone: Prop. B.2
+			// (privacy-math.md §6.1) bounds the whole curve.
+			c, cerr := allocation.ChiSquare(spec.Sigma, spec.Rounds, epochs)
+			if cerr != nil {
+				return nil, cerr
+			}
+			tvCurve := curve
+			curve = func(a float64) float64 { return math.Max(tvCurve(a), allocation.ChiSquareTradeOff(c, a)) }
+		}
+		if err != nil {
+			if errors.Is(err, privacy.ErrOutOfRegime) {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w", m, err)
+		}
+		s := plots.Series{Name: fmt.Sprintf("%s (%s)", m, kind), Color: i}
+		if kind != accounting.KindGuarantee {
+			s.Style = plots.Dashed
+		}
+		for _, a := range linGrid(0, 1, 201) {
+			s.X, s.Y = append(s.X, a), append(s.Y, curve(a))
+		}
+		fig.Series = append(fig.Series, s)
+	}
+	ref := plots.Series{Name: "perfect privacy β = 1 − α", Style: plots.Dotted, Color: 7, X: []float64{0, 1}, Y: []float64{1, 0}}
+	fig.Series = append(fig.Series, ref)
+	return []plots.Figure{fig}, nil
+}
+
+// samplers draws ε (at δ) after each epoch for shuffle, Poisson and random
+// allocation at the same σ, N and batch size: each sampler with its own proven
+// accountant, shuffle's lower bound dashed.
+func (f *plotFlags) samplers() ([]plots.Figure, error) {
+	last := f.epochs
+	if last == 0 {
+		last = 30
+	}
+	if f.quick {
+		last = min(last, 3)
+	}
+	fig := plots.Figure{
+		Title:  fmt.Sprintf("ε at δ = %g over epochs: N = %d, batch %d, σ = %g", f.delta, f.datasetSize, f.batch, f.sigma),
+		XLabel: "epochs", YLabel: "ε", LogY: true,
+	}
+	lines := []struct{ sampler, method string }{
+		{privacy.SamplerShuffle, accounting.MethodGDP},
+		{privacy.SamplerShuffle, accounting.MethodLower},
+		{privacy.SamplerPoisson, accounting.MethodPLD},
+		{privacy.SamplerPoisson, accounting.MethodRDP},
+		// EXACT-PENDING {privacy.SamplerAllocation, accounting.MethodExact},
+		{privacy.SamplerAllocation, accounting.MethodRDP},
+	}
+	for i, l := range lines {
+		spec, perEpoch := f.runSpec(l.sampler)
+		spec.Method = l.method
+		acc, err := spec.New()
+		if err != nil {
+			return nil, err
+		}
+		kind, _ := spec.Kind()
+		s := plots.Series{Name: fmt.Sprintf("%s %s (%s)", l.sampler, l.method, kind), Color: i}
+		if kind != accounting.KindGuarantee {
+			s.Style = plots.Dashed
+		}
+		for e := 1; e <= last; e++ {
+			eps, err := acc.Epsilon(e*perEpoch, f.delta)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%s after %d epochs: %w", l.sampler, l.method, e, err)
+			}
+			if eps > 0 {
+				s.X, s.Y = append(s.X, float64(e)), append(s.Y, eps)
+			}
+		}
+		fig.Series = append(fig.Series, s)
+	}
+	return []plots.Figure{fig}, nil
+}
+
+// exactRounds1 is the smallest M whose one-epoch exact TV is at most tv
+// (the TV decreases in M), by bisection between the chi-square answer (an
+// upper bound on it) and 1.
+func exactRounds1(sigma, tv float64) (int, error) {
+	hi, err := allocation.ChiSquareRounds(sigma, tv, 1)
+	if err != nil {
+		return 0, err
+	}
+	lo := 0 // TV(lo) > tv, with 0 standing for "none"
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		d, err := allocation.ExactTVEpoch(sigma, mid)
+		if err != nil {
+			return 0, err
+		}
+		if d <= tv {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}
