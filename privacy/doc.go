@@ -19,9 +19,15 @@
 //     (privacy-math.md §8a). It is not a bound: it implements Approximation
 //     and Budget.Check refuses it.
 //
-// Adjacency: Poisson accountants use add/remove-one; the per-epoch Gaussian
-// accountant uses zero-out (the differing record replaced by a ghost with a
-// zero gradient), so that one record moves the clipped sum by at most C.
+// The subpackages hold the other accountants: pld (Poisson PLD), allocation
+// (seed 002's Gaussian pair for random allocation), shuffle (Chua et al.'s
+// lower bound), fdp (trade-off curves), and accounting, which maps a sampler
+// and a method name to the accountant proven for it and keeps the ledger.
+//
+// Adjacency (Accountant.Adjacency): Poisson accountants use add/remove-one;
+// the per-epoch Gaussian accountant uses zero-out (the differing record
+// replaced by a ghost with a zero gradient), so that one record moves the
+// clipped sum by at most C.
 //
 // All numerics are float64 and evaluated in log space where quantities can
 // under- or overflow. Noise multipliers are in units of the clipping norm C.
