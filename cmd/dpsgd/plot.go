@@ -263,7 +263,7 @@ func (f *plotFlags) fig3() ([]plots.Figure, error) {
 			cs.X, cs.Y = append(cs.X, s), append(cs.Y, float64(m))
 		}
 		for _, s := range linGrid(0.6, 3, nExact) {
-			m, err := exactRounds1(s, delta)
+			m, err := allocation.ExactRounds(s, delta, 1)
 			if err != nil {
 				return nil, err
 			}
@@ -373,7 +373,7 @@ func (f *plotFlags) samplers() ([]plots.Figure, error) {
 		{privacy.SamplerShuffle, accounting.MethodLower},
 		{privacy.SamplerPoisson, accounting.MethodPLD},
 		{privacy.SamplerPoisson, accounting.MethodRDP},
-		// EXACT-PENDING {privacy.SamplerAllocation, accounting.MethodExact},
+		{privacy.SamplerAllocation, accounting.MethodExact},
 		{privacy.SamplerAllocation, accounting.MethodRDP},
 	}
 	for i, l := range lines {
@@ -399,29 +399,16 @@ func (f *plotFlags) samplers() ([]plots.Figure, error) {
 		}
 		fig.Series = append(fig.Series, s)
 	}
+	// Head room above the curves for the legend (log axis).
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range fig.Series {
+		for _, y := range s.Y {
+			lo, hi = math.Min(lo, y), math.Max(hi, y)
+		}
+	}
+	if hi > lo {
+		fig.YLim = [2]float64{lo / 1.5, hi * 10}
+		fig.Legend = plots.LegendTopLeft
+	}
 	return []plots.Figure{fig}, nil
-}
-
-// exactRounds1 is the smallest M whose one-epoch exact TV is at most tv
-// (the TV decreases in M), by bisection between the chi-square answer (an
-// upper bound on it) and 1.
-func exactRounds1(sigma, tv float64) (int, error) {
-	hi, err := allocation.ChiSquareRounds(sigma, tv, 1)
-	if err != nil {
-		return 0, err
-	}
-	lo := 0 // TV(lo) > tv, with 0 standing for "none"
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		d, err := allocation.ExactTVEpoch(sigma, mid)
-		if err != nil {
-			return 0, err
-		}
-		if d <= tv {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
 }

@@ -74,8 +74,8 @@ var methods = map[string][]struct {
 		{MethodRDP, KindAssumesPoisson}, {MethodPLD, KindAssumesPoisson},
 	},
 	privacy.SamplerAllocation: {
-		{MethodRDP, KindGuarantee}, {MethodChiSquare, KindGuarantee}, {MethodBerryEsseen, KindGuarantee},
-		{MethodDeterministic, KindGuarantee}, {MethodGDP, KindApproximation},
+		{MethodExact, KindGuarantee}, {MethodChiSquare, KindGuarantee}, {MethodBerryEsseen, KindGuarantee},
+		{MethodRDP, KindGuarantee}, {MethodDeterministic, KindGuarantee}, {MethodGDP, KindApproximation},
 	},
 }
 
@@ -217,7 +217,8 @@ func (s Spec) New() (privacy.Accountant, error) {
 		}
 	case privacy.SamplerAllocation:
 		switch s.Method {
-		// EXACT-PENDING
+		case MethodExact:
+			return allocation.NewExactAccountant(s.Sigma, s.Rounds)
 		case MethodChiSquare:
 			return allocation.NewChiSquareAccountant(s.Sigma, s.Rounds)
 		case MethodBerryEsseen:
