@@ -315,8 +315,8 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 		spec := base
 		spec.Method = m
 		kind, _ := spec.Kind()
-		if kind == accounting.KindAssumesPoisson {
-			continue
+		if kind == accounting.KindAssumesPoisson || (f.sampler == privacy.SamplerShuffle && m == accounting.MethodDeterministic) {
+			continue // not valid for the sampler, or the same bound as shuffle's gdp
 		}
 		acc, err := spec.New()
 		if err != nil {
