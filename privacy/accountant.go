@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // Sampler names, as returned by Accountant.Sampler.
@@ -195,22 +197,10 @@ func CalibrateSigma(newAcc func(sigma float64) (Accountant, error), steps int, t
 		return lo, nil
 	}
 	// Invariant: ε(lo) > target ≥ ε(hi). Bisect geometrically.
-	for hi > lo*(1+calibrateRelTol) {
-		mid := math.Sqrt(lo * hi)
-		if mid <= lo || mid >= hi {
-			break
-		}
-		e, err := eps(mid)
-		if err != nil {
-			return 0, err
-		}
-		if e <= target.Epsilon {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectGeometric(func(sigma float64) (bool, error) {
+		e, err := eps(sigma)
+		return e <= target.Epsilon, err
+	}, lo, hi, calibrateRelTol)
 }
 
 // checkSteps validates a step count (≥ 0).

@@ -3,9 +3,9 @@ package accounting
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // Search ranges of the solvers.
@@ -74,19 +74,7 @@ func SolveSigma(spec Spec, steps int, target privacy.Budget) (float64, error) {
 	} else if ok {
 		return lo, nil
 	}
-	for hi > lo*(1+sigmaRel) {
-		mid := math.Sqrt(lo * hi)
-		ok, err := at(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectGeometric(at, lo, hi, sigmaRel)
 }
 
 // SolveRounds returns the smallest M (rounds per epoch) in [1, RoundsMax] for
@@ -126,19 +114,7 @@ func SolveRounds(spec Spec, epochs int, target privacy.Budget) (int, error) {
 		}
 		hi = min(2*hi, int(RoundsMax))
 	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := at(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectInt(at, lo, hi)
 }
 
 // SolveEpochs returns the largest number of whole epochs E ≤ EpochsMax of
@@ -178,17 +154,7 @@ func SolveEpochs(spec Spec, stepsPerEpoch int, target privacy.Budget) (int, erro
 		}
 		lo, hi = hi, 2*hi
 	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := at(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
+	// The first E that does not fit, minus one.
+	first, err := numeric.BisectInt(func(e int) (bool, error) { ok, err := at(e); return !ok, err }, lo, hi)
+	return first - 1, err
 }

@@ -68,6 +68,5 @@ func asymLogPosSecond(t2 float64) float64 {
 		v := t / (2 * math.Sqrt2)
 		return math.Log(0.5*math.Expm1(t2) + 0.5*math.Exp(t2)*math.Erf(3*v) - 1.5*math.Erf(v))
 	}
-	phi := func(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
-	return t2 + math.Log(phi(1.5*t)+math.Exp(-t2)*(3*phi(-0.5*t)-2))
+	return t2 + math.Log(numeric.NormCDF(1.5*t)+math.Exp(-t2)*(3*numeric.NormCDF(-0.5*t)-2))
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // exactTolerance is the stated absolute accuracy of the one-epoch exact
@@ -61,7 +62,7 @@ func ExactDeltaEpoch(sigma float64, rounds int, eps float64) (float64, error) {
 	}
 	if rounds == 1 {
 		t := 1 / sigma
-		d := exactNormCDF(t/2-eps/t) - math.Exp(eps)*exactNormCDF(-t/2-eps/t)
+		d := numeric.NormCDF(t/2-eps/t) - math.Exp(eps)*numeric.NormCDF(-t/2-eps/t)
 		return exactClamp(d), nil
 	}
 	m := float64(rounds)
@@ -73,9 +74,6 @@ func ExactDeltaEpoch(sigma float64, rounds int, eps float64) (float64, error) {
 	d2 := -math.Expm1(eps) + g*(p.hk(k2)+p.trunc)
 	return exactClamp(math.Max(d1, d2)), nil
 }
-
-// exactNormCDF is Φ(x).
-func exactNormCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 
 // exactClamp keeps a divergence in [0, 1].
 func exactClamp(v float64) float64 { return math.Min(1, math.Max(0, v)) }

@@ -5,6 +5,8 @@ import (
 	"math/cmplx"
 
 	"gonum.org/v1/gonum/integrate/quad"
+
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // This file evaluates the one-epoch hockey-stick curve of the Gaussian pair
@@ -149,9 +151,9 @@ func (p *exactPair) z3(u float64) complex128 {
 	// Tail beyond xc. Polynomial part in closed form:
 	// −Φ̄(x) − iu E[D; X>x] + (u²/2) E[D²; X>x], with
 	// E[Y; X>x] = Φ̄(x−t), E[Y²; X>x] = e^{t²} Φ̄(x−2t).
-	q0 := exactNormSF(xc)
-	q1 := exactNormSF(xc - t)
-	q2 := math.Exp(t*t) * exactNormSF(xc-2*t)
+	q0 := numeric.NormSF(xc)
+	q1 := numeric.NormSF(xc - t)
+	q2 := math.Exp(t*t) * numeric.NormSF(xc-2*t)
 	ed := q1 - q0
 	ed2 := q2 - 2*q1 + q0
 	re += -q0 + u*u*ed2/2
@@ -169,9 +171,6 @@ func (p *exactPair) z3(u float64) complex128 {
 	}
 	return complex(re, im)
 }
-
-// exactNormSF is Φ̄(x) = P(N(0,1) > x).
-func exactNormSF(x float64) float64 { return 0.5 * math.Erfc(x/math.Sqrt2) }
 
 // logPhiZPlusGauss returns ln φ_Z(u) + Mbu²/2 = M(log1p(z) − z + z₃).
 func (p *exactPair) logPhiZPlusGauss(u float64) complex128 {
@@ -267,7 +266,7 @@ func (p *exactPair) buildU(U, kMax float64) {
 func (p *exactPair) hk(k float64) float64 {
 	s := p.sZ
 	// E(W − k)_+ = s ϕ(k/s) − k Φ̄(k/s).
-	g := s*math.Exp(-k*k/(2*s*s))/math.Sqrt(2*math.Pi) - k*exactNormSF(k/s)
+	g := s*math.Exp(-k*k/(2*s*s))/math.Sqrt(2*math.Pi) - k*numeric.NormSF(k/s)
 	var acc float64
 	// Re ∫ r(u) e^{−iuk} du, with the rotation e^{−iuk} evaluated directly.
 	for i, u := range p.u {

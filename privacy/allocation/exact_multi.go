@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // ExactDelta returns a certified δ(ε) of E = epochs epochs of random
@@ -181,19 +182,7 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 			return hi, nil
 		}
 	}
-	for hi/lo-1 > 1e-4 {
-		mid := math.Sqrt(lo * hi)
-		good, err := ok(mid)
-		if err != nil {
-			return 0, err
-		}
-		if good {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectGeometric(ok, lo, hi, 1e-4)
 }
 
 // ExactRounds returns the smallest M whose certified total variation after
@@ -237,20 +226,7 @@ func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 	} else if good {
 		return 1, nil
 	}
-	lo := 1 // TV(lo) > tv ≥ TV(hi)
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		good, err := ok(mid)
-		if err != nil {
-			return 0, err
-		}
-		if good {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectInt(ok, 1, hi) // TV(1) > tv ≥ TV(hi)
 }
 
 // ExactEpochs returns the largest E whose certified total variation at σ and
@@ -259,40 +235,33 @@ func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 // epoch already exceeds tv the error wraps privacy.ErrUnreachable; E is
 // searched up to 2²⁰.
 func ExactEpochs(sigma, tv float64, rounds int) (int, error) {
-	if err := exactValidate(sigma, rounds); err != nil {
-		return 0, err
-	}
 	if err := checkProb("tv", tv); err != nil {
 		return 0, err
 	}
-	var tvOf func(e int) (float64, error)
-	if rounds == 1 {
-		tvOf = func(e int) (float64, error) { return exactGaussTV(sigma, e), nil }
-	} else {
-		tvOf = func(e int) (float64, error) {
-			c, err := exactComposeNew(sigma, rounds, e)
-			if err != nil {
-				return 0, err
-			}
-			return c.delta(0), nil
-		}
-	}
-	v, err := tvOf(1)
+	// One accountant: the per-epoch PLD is built once and every probe only
+	// composes it.
+	acc, err := NewExactAccountant(sigma, rounds)
 	if err != nil {
 		return 0, err
 	}
-	if v > tv {
-		return 0, fmt.Errorf("allocation: ExactEpochs: one epoch already has TV %.6g > tv = %g (sigma = %g, rounds = %d): %w",
-			v, tv, sigma, rounds, privacy.ErrUnreachable)
+	fits := func(e int) (bool, error) {
+		v, err := acc.TV(e * rounds)
+		return v <= tv, err
+	}
+	if ok, err := fits(1); err != nil {
+		return 0, err
+	} else if !ok {
+		return 0, fmt.Errorf("allocation: ExactEpochs: one epoch already has a TV above tv = %g (sigma = %g, rounds = %d): %w",
+			tv, sigma, rounds, privacy.ErrUnreachable)
 	}
 	const eMax = 1 << 20
-	lo, hi := 1, 2
+	lo, hi := 1, 2 // fits(lo); fits(hi) to be found false
 	for {
-		v, err := tvOf(hi)
+		ok, err := fits(hi)
 		if err != nil {
 			return 0, err
 		}
-		if v > tv {
+		if !ok {
 			break
 		}
 		lo = hi
@@ -302,19 +271,8 @@ func ExactEpochs(sigma, tv float64, rounds int) (int, error) {
 		}
 		hi *= 2
 	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		v, err := tvOf(mid)
-		if err != nil {
-			return 0, err
-		}
-		if v <= tv {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
+	first, err := numeric.BisectInt(func(e int) (bool, error) { ok, err := fits(e); return !ok, err }, lo, hi)
+	return first - 1, err
 }
 
 // exactCacheSize is the number of composed PLDs an ExactAccountant keeps.

@@ -7,6 +7,7 @@ import (
 	"math/cmplx"
 
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy/pld"
 	"gonum.org/v1/gonum/dsp/fourier"
 )
@@ -73,20 +74,16 @@ type exactEpochPLD struct {
 	coarse bool     // the grid budget forced a coarser grid or a lower cap
 }
 
-// exactPhiLo is Φ(x) for x ≤ 0 and exactPhiHi is Φ̄(x) for x > 0; cell
-// masses are differences on the accurate side.
-func exactPhiLo(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
-
-// exactCellMass returns Φ(x2) − Φ(x1) for x1 ≤ x2 without cancellation
-// across the median.
+// exactCellMass returns Φ(x2) − Φ(x1) for x1 ≤ x2 without cancellation:
+// differences of Φ below the median, of 1 − Φ above it.
 func exactCellMass(x1, x2 float64) float64 {
 	switch {
 	case x2 <= 0:
-		return exactPhiLo(x2) - exactPhiLo(x1)
+		return numeric.NormCDF(x2) - numeric.NormCDF(x1)
 	case x1 >= 0:
-		return exactNormSF(x1) - exactNormSF(x2)
+		return numeric.NormSF(x1) - numeric.NormSF(x2)
 	}
-	return (0.5 - exactPhiLo(x1)) + (0.5 - exactNormSF(x2))
+	return (0.5 - numeric.NormCDF(x1)) + (0.5 - numeric.NormSF(x2))
 }
 
 // exactSpreadY returns the masses of Ỹ on {0, dy, …, J·dy} (J·dy = y_cap)
@@ -108,8 +105,8 @@ func exactSpreadY(t, dy float64, J int) (w []float64, tau float64) {
 		x1 = x2
 	}
 	// Y ≥ y_cap: Y^c = y_cap.
-	w[J] += exactNormSF(x1)
-	tau = math.Max(0, exactNormSF(x1-t)-float64(J)*dy*exactNormSF(x1))
+	w[J] += numeric.NormSF(x1)
+	tau = math.Max(0, numeric.NormSF(x1-t)-float64(J)*dy*numeric.NormSF(x1))
 	return w, tau
 }
 
@@ -144,21 +141,6 @@ func exactLogMGF1(w []float64, lambda float64) float64 {
 		c *= r
 	}
 	return lambda*float64(n-1) + math.Log(s) + 1e-8
-}
-
-// exactFastLen returns the smallest 2^a·3^b·5^c ≥ n.
-func exactFastLen(n int) int {
-	best := math.MaxInt
-	for p5 := 1; p5 < 2*n; p5 *= 5 {
-		for p35 := p5; p35 < 2*n; p35 *= 3 {
-			p := p35
-			for p < n {
-				p *= 2
-			}
-			best = min(best, p)
-		}
-	}
-	return best
 }
 
 // exactSumWindow returns the Chernoff window [lo, hi] (grid indices) of the
@@ -274,7 +256,7 @@ func exactBuildEpochPLD(sigma float64, m int, fine float64) (*exactEpochPLD, err
 		return nil, fmt.Errorf("allocation: exact PLD at sigma = %g, rounds = %d needs %d grid points (more than %d): %w",
 			sigma, m, wlen, 4*exactGridMax, errExactGrid)
 	}
-	size := exactFastLen(wlen)
+	size := numeric.FastFFTLen(wlen)
 	buf := make([]float64, size)
 	for j, v := range w {
 		buf[j%size] += v

@@ -6,6 +6,8 @@ import (
 	"math/cmplx"
 
 	"gonum.org/v1/gonum/dsp/fourier"
+
+	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // windowTail is the mass the Chernoff bound may leave outside the FFT
@@ -100,21 +102,6 @@ func window(k func(lambda float64) float64, interval float64, kmax int) (kl, ku 
 	return kl, ku, tauL, tauU
 }
 
-// nextFastLen returns the smallest 2^a·3^b·5^c ≥ n.
-func nextFastLen(n int) int {
-	best := math.MaxInt
-	for p5 := 1; p5 < 2*n; p5 *= 5 {
-		for p35 := p5; p35 < 2*n; p35 *= 3 {
-			p := p35
-			for p < n {
-				p *= 2
-			}
-			best = min(best, p)
-		}
-	}
-	return best
-}
-
 // convolve returns a ⊛ b (b != nil, n = 1) or the n-fold self-convolution of
 // a (b == nil), over the Chernoff window, by FFT. Mass outside the window
 // wraps around the FFT circle; its bound, and an allowance for roundoff
@@ -157,7 +144,7 @@ func convolve(a, b *PMF, n int) (*PMF, error) {
 	if wlen > maxGridLen {
 		return nil, fmt.Errorf("pld: composition window of %d grid points (more than %d): %w", wlen, maxGridLen, ErrGridTooLarge)
 	}
-	size := nextFastLen(wlen)
+	size := numeric.FastFFTLen(wlen)
 	fft := fourier.NewFFT(size)
 	buf := make([]float64, size)
 	fold := func(p []float64) []complex128 {

@@ -89,3 +89,67 @@ func BisectDecreasing(f func(float64) float64, lo, hi, tol float64) float64 {
 	}
 	return hi
 }
+
+// NormCDF returns Φ(x), the standard normal distribution function.
+func NormCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+// NormSF returns 1 − Φ(x) without cancellation in the upper tail.
+func NormSF(x float64) float64 { return 0.5 * math.Erfc(x/math.Sqrt2) }
+
+// FastFFTLen returns the smallest n' ≥ n of the form 2^a·3^b·5^c, a length
+// gonum's FFT handles quickly.
+func FastFFTLen(n int) int {
+	best := math.MaxInt
+	for p5 := 1; p5 < 2*n; p5 *= 5 {
+		for p35 := p5; p35 < 2*n; p35 *= 3 {
+			p := p35
+			for p < n {
+				p *= 2
+			}
+			best = min(best, p)
+		}
+	}
+	return best
+}
+
+// BisectGeometric returns the smallest x in (lo, hi], to relative tolerance
+// rel and rounded up, at which the monotone predicate ok holds, given that it
+// fails at lo > 0 and holds at hi. The search is geometric (scale-free), as
+// suits noise multipliers. An error from ok stops the search.
+func BisectGeometric(ok func(x float64) (bool, error), lo, hi, rel float64) (float64, error) {
+	for hi > lo*(1+rel) {
+		mid := math.Sqrt(lo * hi)
+		if mid <= lo || mid >= hi {
+			break
+		}
+		good, err := ok(mid)
+		if err != nil {
+			return 0, err
+		}
+		if good {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}
+
+// BisectInt returns the smallest n in (lo, hi] at which the monotone
+// predicate ok holds, given that it fails at lo (or lo is below the domain)
+// and holds at hi. An error from ok stops the search.
+func BisectInt(ok func(n int) (bool, error), lo, hi int) (int, error) {
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		good, err := ok(mid)
+		if err != nil {
+			return 0, err
+		}
+		if good {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}

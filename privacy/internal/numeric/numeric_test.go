@@ -1,6 +1,7 @@
 package numeric
 
 import (
+	"errors"
 	"math"
 	"testing"
 )
@@ -86,4 +87,36 @@ func TestBisectDecreasing(t *testing.T) {
 // close reports |got − want| ≤ abs + rel·|want|.
 func close(got, want, rel, abs float64) bool {
 	return math.Abs(got-want) <= abs+rel*math.Abs(want)
+}
+
+// TestBisect: both searches find the threshold of a step predicate, pass
+// errors through, and the geometric one rounds up within its tolerance.
+func TestBisect(t *testing.T) {
+	const x0 = 0.7379
+	x, err := BisectGeometric(func(x float64) (bool, error) { return x >= x0, nil }, 0.01, 100, 1e-6)
+	if err != nil || x < x0 || x > x0*(1+1e-6) {
+		t.Errorf("BisectGeometric = %.10g, %v; want in [%g, %g]", x, err, x0, x0*(1+1e-6))
+	}
+	for _, n0 := range []int{1, 2, 7, 1000, 12345} {
+		n, err := BisectInt(func(n int) (bool, error) { return n >= n0, nil }, 0, 1<<20)
+		if err != nil || n != n0 {
+			t.Errorf("BisectInt = %d, %v; want %d", n, err, n0)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := BisectInt(func(int) (bool, error) { return false, boom }, 0, 10); !errors.Is(err, boom) {
+		t.Errorf("error not passed through: %v", err)
+	}
+	if _, err := BisectGeometric(func(float64) (bool, error) { return false, boom }, 1, 10, 1e-3); !errors.Is(err, boom) {
+		t.Errorf("error not passed through: %v", err)
+	}
+	if got := FastFFTLen(1001); got != 1024 {
+		t.Errorf("FastFFTLen(1001) = %d, want 1024 (1000 < 1001, 1024 = 2^10)", got)
+	}
+	if got := FastFFTLen(721); got != 729 {
+		t.Errorf("FastFFTLen(721) = %d, want 729", got)
+	}
+	if d := NormCDF(1.3) + NormSF(1.3) - 1; math.Abs(d) > 1e-15 {
+		t.Errorf("Φ + (1−Φ) − 1 = %g", d)
+	}
 }
