@@ -278,7 +278,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		// The per-epoch privacy check: the next epoch runs only if, after it, the run is
 		// still within the budget.
 		if pv.Budget != nil && !cfg.NonPrivate {
-			_, within, err := pv.Budget.Check(pv.Accountant, step+m)
+			within, err := pv.Budget.Within(pv.Accountant, step+m)
 			if err != nil {
 				return res, fmt.Errorf("privacy check before epoch %d: %w", epoch+1, err)
 			}
@@ -310,8 +310,11 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			es.NonFinite += st.NonFinite
 			es.ClippedFrac += float64(st.Clipped)
 			eps := math.NaN()
-			if s == m-1 {
-				eps, _ = epsAt(step)
+			if s == m-1 { // ε once per epoch: it is the epoch's record too
+				if es.Epsilon, err = epsAt(step); err != nil {
+					return res, err
+				}
+				eps = es.Epsilon
 			}
 			prog.Step(step, st, eps)
 		}
@@ -322,9 +325,6 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		}
 		es.Steps = step
 		if es.TestAcc, err = r.evaluate(test); err != nil {
-			return res, err
-		}
-		if es.Epsilon, err = epsAt(step); err != nil {
 			return res, err
 		}
 		es.Seconds = time.Since(t0).Seconds()
@@ -343,7 +343,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		res.TestAccuracy = res.History[len(res.History)-1].TestAcc
 	}
 	if !cfg.NonPrivate && pv.Accountant != nil {
-		if res.Epsilon, err = epsAt(step); err != nil {
+		if n := len(res.History); n > 0 && res.History[n-1].Steps == step {
+			res.Epsilon = res.History[n-1].Epsilon // already accounted at the epoch's end
+		} else if res.Epsilon, err = epsAt(step); err != nil {
 			return res, err
 		}
 	}

@@ -104,28 +104,34 @@ func (b Budget) Validate() error {
 	return checkDelta("budget Delta", b.Delta)
 }
 
-// Check says whether steps steps stay within the budget: whether the run is
-// (Epsilon, Delta)-DP after them, decided by a.Delta(steps, Epsilon) ≤ Delta
-// (so a total-variation budget (0, t) works with accountants that only
-// certify a TV). It also returns the ε spent at the budget's δ, +Inf where
-// the accountant cannot certify any ε at that δ. It refuses accountants that
-// declare themselves approximations or lower bounds (ErrNotCertified): a
-// budget check is a guarantee.
-func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err error) {
+// Within says whether the run is (Epsilon, Delta)-DP after steps steps,
+// decided by a.Delta(steps, Epsilon) ≤ Delta (so a total-variation budget
+// (0, t) works with accountants that only certify a TV). It refuses
+// accountants that declare themselves approximations or lower bounds
+// (ErrNotCertified): a budget check is a guarantee.
+func (b Budget) Within(a Accountant, steps int) (bool, error) {
 	if err := b.Validate(); err != nil {
-		return 0, false, err
+		return false, err
 	}
 	if a == nil {
-		return 0, false, fmt.Errorf("privacy: Budget.Check: accountant is nil: %w", ErrInvalidArgument)
+		return false, fmt.Errorf("privacy: Budget check: accountant is nil: %w", ErrInvalidArgument)
 	}
 	if IsApproximate(a) || IsLowerBound(a) {
-		return 0, false, fmt.Errorf("privacy: Budget.Check: %q (%s): %w", a.Name(), a.Sampler(), ErrNotCertified)
+		return false, fmt.Errorf("privacy: Budget check: %q (%s): %w", a.Name(), a.Sampler(), ErrNotCertified)
 	}
 	d, err := a.Delta(steps, b.Epsilon)
 	if err != nil {
+		return false, err
+	}
+	return d <= b.Delta, nil
+}
+
+// Check is Within plus the ε spent at the budget's δ, +Inf where the
+// accountant cannot certify any ε at that δ.
+func (b Budget) Check(a Accountant, steps int) (eps float64, within bool, err error) {
+	if within, err = b.Within(a, steps); err != nil {
 		return 0, false, err
 	}
-	within = d <= b.Delta
 	eps, err = a.Epsilon(steps, b.Delta)
 	if errors.Is(err, ErrUnreachable) {
 		return math.Inf(1), within, nil

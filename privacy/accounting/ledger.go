@@ -78,16 +78,6 @@ func (l *Ledger) Record(epoch, steps int, eps float64) error {
 	return nil
 }
 
-// Check says whether running until totalSteps steps stays within the ledger's
-// budget (privacy.Budget.Check); a ledger without a budget is always within.
-func (l *Ledger) Check(acc privacy.Accountant, totalSteps int) (within bool, err error) {
-	if l.Budget == nil {
-		return true, nil
-	}
-	_, within, err = l.Budget.Check(acc, totalSteps)
-	return within, err
-}
-
 // MarshalJSON writes an epoch entry, with an ε that does not exist at the
 // ledger's δ (+Inf) as null, so the output is always valid JSON.
 func (e EpochEntry) MarshalJSON() ([]byte, error) {
