@@ -27,9 +27,8 @@ type accountFlags struct {
 
 // countFlag is an integer flag that accepts only whole numbers ≥ min and says so.
 type countFlag struct {
-	name string
-	dst  *int
-	min  int
+	dst *int
+	min int
 }
 
 func (c countFlag) String() string { return "" }
@@ -60,17 +59,16 @@ func (r realFlag) Set(s string) error {
 func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	f := &accountFlags{}
 	fs := flag.NewFlagSet("dpsgd account", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.sampler, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
 	fs.StringVar(&f.method, "accountant", "", "rdp, pld, gdp, exact, chisq, berry-esseen, lower or deterministic (default: the tightest proven one for the sampler)")
 	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian")
-	fs.Var(countFlag{"dataset-size", &f.datasetSize, 1}, "dataset-size", "N, the number of records")
-	fs.Var(countFlag{"batch-size", &f.batchSize, 1}, "batch-size", "expected batch size B (with --dataset-size: q = B/N, M = N/B)")
-	fs.Var(countFlag{"max-batch", &f.maxBatch, 1}, "max-batch", "poisson-truncated: largest batch (default: expected + 10 standard deviations + 10)")
+	fs.Var(countFlag{&f.datasetSize, 1}, "dataset-size", "N, the number of records")
+	fs.Var(countFlag{&f.batchSize, 1}, "batch-size", "expected batch size B (with --dataset-size: q = B/N, M = N/B)")
+	fs.Var(countFlag{&f.maxBatch, 1}, "max-batch", "poisson-truncated: largest batch (default: expected + 10 standard deviations + 10)")
 	fs.Var(realFlag{&f.sampleRate}, "sample-rate", "Poisson sampling rate q in (0, 1]")
-	fs.Var(countFlag{"rounds", &f.rounds, 1}, "rounds", "M, steps per epoch (shuffle, allocation): an alternative to --dataset-size and --batch-size")
-	fs.Var(countFlag{"steps", &f.steps, 0}, "steps", "steps taken")
-	fs.Var(countFlag{"epochs", &f.epochs, 0}, "epochs", "epochs taken (steps = epochs × steps per epoch)")
+	fs.Var(countFlag{&f.rounds, 1}, "rounds", "M, steps per epoch (shuffle, allocation): an alternative to --dataset-size and --batch-size")
+	fs.Var(countFlag{&f.steps, 0}, "steps", "steps taken")
+	fs.Var(countFlag{&f.epochs, 0}, "epochs", "epochs taken (steps = epochs × steps per epoch)")
 	fs.Var(realFlag{&f.sigma}, "sigma", "noise multiplier σ > 0")
 	fs.Var(realFlag{&f.delta}, "delta", "δ in (0, 1) (default 1e-5)")
 	fs.Var(realFlag{&f.epsilon}, "epsilon", "ε ≥ 0: report δ(ε), or the target of --solve")
@@ -78,27 +76,11 @@ func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	fs.StringVar(&f.solve, "solve", "", "sigma, rounds or epochs: the value that meets the target (--epsilon with --delta, or --tv)")
 	fs.BoolVar(&f.compare, "compare", false, "also report every other method available for the sampler")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "Usage: dpsgd account [flags]\n\nReports the privacy of a DP-SGD run for the sampler used, or solves for σ, rounds or epochs.\n\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, flag.ErrHelp
-		}
-		return nil, flagError(err)
+	var err error
+	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd account [flags]\n\nReports the privacy of a DP-SGD run for the sampler used, or solves for σ, rounds or epochs."); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	f.set = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
-}
-
-// flagError turns a flag package error into a usage error that writes flags
-// the way the help does (--name).
-func flagError(err error) error {
-	return usageError{errors.New(strings.ReplaceAll(err.Error(), "flag -", "flag --"))}
 }
 
 // accountReport is the JSON object of dpsgd account. The keys sampler,

@@ -13,7 +13,7 @@ func FuzzNumberFlags(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n := -12345
-		if err := (countFlag{name: "steps", dst: &n, min: 1}).Set(s); err == nil {
+		if err := (countFlag{dst: &n, min: 1}).Set(s); err == nil {
 			if n < 1 || n > 1<<53 {
 				t.Fatalf("count %q accepted as %d", s, n)
 			}

@@ -12,10 +12,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -87,4 +89,26 @@ func report(err error, cmd string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "dpsgd %s: %v\n", cmd, err)
 	return 1
+}
+
+// parseFlags parses args into fs and returns the names of the flags given.
+// --help prints header and the flags on stdout and returns flag.ErrHelp; a
+// bad flag is a usage error that writes flags the way the help does (--name).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, header string) (map[string]bool, error) {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, header+"\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil, flag.ErrHelp
+		}
+		return nil, usageError{errors.New(strings.ReplaceAll(err.Error(), "flag -", "flag --"))}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return set, nil
 }

@@ -32,30 +32,19 @@ type plotFlags struct {
 func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
 	f := &plotFlags{}
 	fs := flag.NewFlagSet("dpsgd plot", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.figure, "figure", "all", "fig1 (seed 002 Figure 1: δ vs M), fig2 (μ coefficients and ratio), fig3 (required M vs σ), tradeoff (trade-off curves of a run), samplers (ε over epochs: shuffle, Poisson, allocation), or all")
 	fs.StringVar(&f.out, "out", "figures", "output directory (each figure as NAME.png and NAME.svg)")
 	fs.StringVar(&f.sampler, "sampler", "allocation", "tradeoff: the sampler of the run")
 	fs.Var(realFlag{&f.sigma}, "sigma", "tradeoff, samplers: noise multiplier (default 1)")
 	fs.Var(realFlag{&f.delta}, "delta", "samplers: δ of the reported ε (default 1e-5)")
-	fs.Var(countFlag{"dataset-size", &f.datasetSize, 1}, "dataset-size", "tradeoff, samplers: N (default 60000)")
-	fs.Var(countFlag{"batch-size", &f.batch, 1}, "batch-size", "tradeoff, samplers: expected batch size (default 600)")
-	fs.Var(countFlag{"epochs", &f.epochs, 1}, "epochs", "tradeoff: epochs of the run (default 5); samplers: the last epoch (default 30)")
+	fs.Var(countFlag{&f.datasetSize, 1}, "dataset-size", "tradeoff, samplers: N (default 60000)")
+	fs.Var(countFlag{&f.batch, 1}, "batch-size", "tradeoff, samplers: expected batch size (default 600)")
+	fs.Var(countFlag{&f.epochs, 1}, "epochs", "tradeoff: epochs of the run (default 5); samplers: the last epoch (default 30)")
 	fs.BoolVar(&f.quick, "quick", false, "fewer points (for tests)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "Usage: dpsgd plot [flags]\n\nDraws figures of the accountants as PNG and SVG.\n\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, flag.ErrHelp
-		}
-		return nil, flagError(err)
+	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd plot [flags]\n\nDraws figures of the accountants as PNG and SVG.")
+	if err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if !set["sigma"] {
 		f.sigma = 1
 	} else if !(f.sigma > 0) {

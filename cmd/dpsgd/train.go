@@ -94,7 +94,6 @@ type trainFlags struct {
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	f := &trainFlags{}
 	fs := flag.NewFlagSet("dpsgd train", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
@@ -125,20 +124,10 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "Usage: dpsgd train [flags]\n\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, flag.ErrHelp
-		}
-		return nil, usageError{err}
+	var err error
+	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd train [flags]"); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	f.set = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
 }
 
