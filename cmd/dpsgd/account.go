@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
@@ -219,7 +220,7 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 			return nil, usagef("--rounds applies to shuffle and allocation; Poisson sampling uses --sample-rate")
 		}
 		// The Poisson sampler's epoch: round(1/q) steps (engine/sampler).
-		st.stepsPerEpoch = max(1, int(math.Round(1/s.SampleRate)))
+		st.stepsPerEpoch = sampler.PoissonSteps(s.SampleRate)
 		if f.sampler == privacy.SamplerPoissonTruncated {
 			if !f.set["dataset-size"] {
 				return nil, usagef("--sampler poisson-truncated needs --dataset-size")
@@ -227,8 +228,7 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 			s.DatasetSize = f.datasetSize
 			s.MaxBatch = f.maxBatch
 			if !f.set["max-batch"] {
-				n, q := float64(f.datasetSize), s.SampleRate
-				s.MaxBatch = min(f.datasetSize, int(math.Ceil(n*q+10*math.Sqrt(n*q*(1-q))+10)))
+				s.MaxBatch = sampler.DefaultMaxBatch(f.datasetSize, s.SampleRate)
 			}
 		}
 	default:
@@ -238,9 +238,9 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 		case f.set["rounds"]:
 			s.Rounds = f.rounds
 		case sizes && f.sampler == privacy.SamplerShuffle:
-			s.Rounds = f.datasetSize / f.batchSize // the shuffle sampler drops the remainder
+			s.Rounds = sampler.ShuffleSteps(f.datasetSize, f.batchSize)
 		case sizes:
-			s.Rounds = max(1, int(math.Round(float64(f.datasetSize)/float64(f.batchSize))))
+			s.Rounds = sampler.AllocationSteps(f.datasetSize, f.batchSize)
 		case f.solve == "rounds":
 		default:
 			return nil, usagef("--sampler %s needs --rounds, or --batch-size with --dataset-size", f.sampler)

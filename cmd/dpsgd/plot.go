@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/plots"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
@@ -264,19 +265,19 @@ func (f *plotFlags) fig3() ([]plots.Figure, error) {
 }
 
 // runSpec is the accounting of a run described by the plot flags.
-func (f *plotFlags) runSpec(sampler string) (accounting.Spec, int) {
-	spec := accounting.Spec{Sampler: sampler, Sigma: f.sigma}
-	switch sampler {
+func (f *plotFlags) runSpec(name string) (accounting.Spec, int) {
+	spec := accounting.Spec{Sampler: name, Sigma: f.sigma}
+	switch name {
 	case privacy.SamplerPoisson, privacy.SamplerPoissonTruncated:
 		spec.SampleRate = float64(f.batch) / float64(f.datasetSize)
 		spec.DatasetSize = f.datasetSize
 		q := spec.SampleRate
-		spec.MaxBatch = min(f.datasetSize, int(math.Ceil(float64(f.batch)+10*math.Sqrt(float64(f.datasetSize)*q*(1-q))+10)))
-		return spec, max(1, int(math.Round(1/q)))
+		spec.MaxBatch = sampler.DefaultMaxBatch(f.datasetSize, q)
+		return spec, sampler.PoissonSteps(q)
 	case privacy.SamplerShuffle:
-		spec.Rounds = f.datasetSize / f.batch
+		spec.Rounds = sampler.ShuffleSteps(f.datasetSize, f.batch)
 	default:
-		spec.Rounds = max(1, int(math.Round(float64(f.datasetSize)/float64(f.batch))))
+		spec.Rounds = sampler.AllocationSteps(f.datasetSize, f.batch)
 	}
 	spec.SampleRate = 1 / float64(spec.Rounds)
 	return spec, spec.Rounds

@@ -294,7 +294,7 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 	case "shuffle":
 		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
 	case "allocation":
-		m := max(1, int(math.Round(float64(n)/float64(f.batch))))
+		m := sampler.AllocationSteps(n, f.batch)
 		rc.smp, err = sampler.NewAllocation(n, m, f.seed)
 	case "poisson":
 		q := float64(f.batch) / float64(n)
@@ -304,9 +304,7 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 		q := float64(f.batch) / float64(n)
 		maxB := f.maxBatch
 		if maxB == 0 {
-			// Far enough in the tail that the truncation term T·p·(1+e^ε) of the accountant
-			// is negligible next to δ.
-			maxB = min(n, int(math.Ceil(float64(f.batch)+10*math.Sqrt(float64(n)*q*(1-q))+10)))
+			maxB = sampler.DefaultMaxBatch(n, q)
 		}
 		if maxB < 1 {
 			return usagef("--max-batch %d: want ≥ 1", maxB)

@@ -49,7 +49,7 @@ func newPoisson(n int, q float64, seed uint64) (*Poisson, error) {
 	if err := checkQ(q); err != nil {
 		return nil, err
 	}
-	return &Poisson{n: n, m: int(math.Round(1 / q)), q: q, logq: math.Log1p(-q), seed: seed}, nil
+	return &Poisson{n: n, m: PoissonSteps(q), q: q, logq: math.Log1p(-q), seed: seed}, nil
 }
 
 // Name returns "poisson".

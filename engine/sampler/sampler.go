@@ -188,3 +188,24 @@ func grow[T any](s []T, n int) []T {
 	}
 	return s[:n]
 }
+
+// ShuffleSteps returns the steps per epoch of NewShuffle for n records and
+// batch size b: ⌊n/b⌋ (the remainder of the permutation is dropped).
+func ShuffleSteps(n, b int) int { return n / b }
+
+// AllocationSteps returns the rounds per epoch the command gives random
+// allocation for n records and expected batch size b: max(1, round(n/b)).
+func AllocationSteps(n, b int) int { return max(1, int(math.Round(float64(n)/float64(b)))) }
+
+// PoissonSteps returns the steps per epoch of Poisson sampling at rate q:
+// round(1/q), at least 1.
+func PoissonSteps(q float64) int { return max(1, int(math.Round(1/q))) }
+
+// DefaultMaxBatch returns the batch cap of truncated Poisson sampling when
+// none is given: the expected size plus ten standard deviations plus ten, at
+// most n — far enough in the tail that the accountant's truncation term is
+// negligible next to δ.
+func DefaultMaxBatch(n int, q float64) int {
+	nf := float64(n)
+	return min(n, int(math.Ceil(nf*q+10*math.Sqrt(nf*q*(1-q))+10)))
+}

@@ -367,3 +367,32 @@ func FuzzChunks(f *testing.F) {
 		}
 	})
 }
+
+// TestEpochGeometry: the helpers the command and the accountants use agree
+// with what the samplers do, and the default truncation cap lies above the
+// expected batch and within n.
+func TestEpochGeometry(t *testing.T) {
+	for _, c := range []struct{ n, b int }{{60000, 256}, {1000, 7}, {10, 10}, {5, 3}} {
+		s, err := NewShuffle(c.n, c.b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.StepsPerEpoch() != ShuffleSteps(c.n, c.b) {
+			t.Errorf("shuffle %v: %d steps, helper %d", c, s.StepsPerEpoch(), ShuffleSteps(c.n, c.b))
+		}
+		q := float64(c.b) / float64(c.n)
+		p, err := NewPoisson(c.n, q, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.StepsPerEpoch() != PoissonSteps(q) {
+			t.Errorf("poisson %v: %d steps, helper %d", c, p.StepsPerEpoch(), PoissonSteps(q))
+		}
+		if m := DefaultMaxBatch(c.n, q); m < c.b || m > c.n {
+			t.Errorf("DefaultMaxBatch%v = %d, want in [%d, %d]", c, m, c.b, c.n)
+		}
+		if a := AllocationSteps(c.n, c.b); a < 1 || a > c.n {
+			t.Errorf("AllocationSteps%v = %d", c, a)
+		}
+	}
+}

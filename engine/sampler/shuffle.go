@@ -34,7 +34,7 @@ func NewShuffle(n, batchSize int, seed uint64) (Sampler, error) {
 	if batchSize < 1 || batchSize > n {
 		return nil, fmt.Errorf("shuffle: %w: batch size %d, must be in [1, n=%d]", ErrInvalid, batchSize, n)
 	}
-	return &Shuffle{n: n, b: batchSize, m: n / batchSize, seed: seed, cacheEpoch: -1}, nil
+	return &Shuffle{n: n, b: batchSize, m: ShuffleSteps(n, batchSize), seed: seed, cacheEpoch: -1}, nil
 }
 
 // Name returns "shuffle".
