@@ -3,7 +3,6 @@ package allocation
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/dpsgd/dpsgd/privacy"
@@ -60,33 +59,6 @@ func TestExactTVTable(t *testing.T) {
 	}
 }
 
-// exactMC estimates E_P(1 − e^ε L)_+ and E_P(L − e^ε)_+ by Monte Carlo with
-// their standard errors.
-func exactMC(sigma float64, m, n int, eps float64, seed uint64) (d1, se1, d2, se2 float64) {
-	r := rand.New(rand.NewPCG(seed, 7))
-	tt := 1 / sigma
-	g := math.Exp(eps)
-	var s1, q1, s2, q2 float64
-	for i := 0; i < n; i++ {
-		var l float64
-		for j := 0; j < m; j++ {
-			l += math.Exp(tt*r.NormFloat64() - tt*tt/2)
-		}
-		l /= float64(m)
-		a := math.Max(l-g, 0)
-		b := math.Max(1-g*l, 0)
-		s1 += a
-		q1 += a * a
-		s2 += b
-		q2 += b * b
-	}
-	fn := float64(n)
-	d1, d2 = s1/fn, s2/fn
-	se1 = math.Sqrt((q1/fn - d1*d1) / fn)
-	se2 = math.Sqrt((q2/fn - d2*d2) / fn)
-	return
-}
-
 // TestExactMonteCarlo compares both directions with Monte Carlo (fixed
 // seeds, 5 standard errors) at a few (M, σ, ε), and checks the chi-square
 // upper bound ½√(b/M) ≥ TV.
@@ -97,7 +69,7 @@ func TestExactMonteCarlo(t *testing.T) {
 		m     int
 		eps   float64
 	}{{1.5, 3, 0}, {0.8, 20, 0}, {1.2, 50, 0.3}} {
-		d1, se1, d2, se2 := exactMC(c.sigma, c.m, n, c.eps, uint64(i+1))
+		d1, se1, d2, se2 := exactMCEpochs(c.sigma, c.m, 1, n, c.eps, uint64(i+1))
 		got, err := ExactDeltaEpoch(c.sigma, c.m, c.eps)
 		if err != nil {
 			t.Fatal(err)
