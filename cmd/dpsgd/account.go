@@ -62,7 +62,7 @@ func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	fs := flag.NewFlagSet("dpsgd account", flag.ContinueOnError)
 	fs.StringVar(&f.sampler, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
 	fs.StringVar(&f.method, "accountant", "", "rdp, pld, gdp, exact, chisq, berry-esseen, lower or deterministic (default: the tightest proven one for the sampler)")
-	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian")
+	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian or personalized (dpsgd account --mechanism M --help lists the flags of M)")
 	fs.Var(countFlag{&f.datasetSize, 1}, "dataset-size", "N, the number of records")
 	fs.Var(countFlag{&f.batchSize, 1}, "batch-size", "expected batch size B (with --dataset-size: q = B/N, M = N/B)")
 	fs.Var(countFlag{&f.maxBatch, 1}, "max-batch", "poisson-truncated: largest batch (default: expected + 10 standard deviations + 10)")
@@ -118,7 +118,32 @@ type accountSetup struct {
 	target        *privacy.Budget
 }
 
+// mechanismArg returns the value of --mechanism in args ("" when absent), so
+// that each mechanism can parse its own flags.
+func mechanismArg(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "mechanism" {
+			continue
+		}
+		if hasVal {
+			return val
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 func cmdAccount(args []string, stdout, stderr io.Writer) error {
+	switch mechanismArg(args) {
+	case "personalized":
+		return accountPersonalized(args, stdout)
+	}
 	f, err := parseAccountFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -167,7 +192,7 @@ func cmdAccount(args []string, stdout, stderr io.Writer) error {
 // resolve turns the flags into a sampler geometry, steps and a target.
 func (f *accountFlags) resolve() (*accountSetup, error) {
 	if f.mechanism != "gaussian" {
-		return nil, usagef("--mechanism %q: this build supports gaussian", f.mechanism)
+		return nil, usagef("--mechanism %q: want gaussian or personalized", f.mechanism)
 	}
 	st := &accountSetup{}
 	s := &st.spec

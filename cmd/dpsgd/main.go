@@ -103,7 +103,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, header string
 			fs.PrintDefaults()
 			return nil, flag.ErrHelp
 		}
-		return nil, usageError{errors.New(strings.ReplaceAll(err.Error(), "flag -", "flag --"))}
+		msg := strings.ReplaceAll(err.Error(), "flag -", "flag --")
+		msg = strings.ReplaceAll(msg, "defined: -", "defined: --")
+		return nil, usageError{errors.New(msg)}
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
