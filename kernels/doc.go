@@ -13,7 +13,10 @@
 //	Σᵢ cᵢ·gᵢ = Aᵀ·diag(c)·E,  1ᵀ·diag(c)·E  (ClippedSum)
 //
 // and the noise added to the clipped sum is N(0, σ²C²) per coordinate
-// (AddGaussian), drawn from the stream described at NoiseKey.
+// (AddGaussian), drawn from the stream described at NoiseKey. The same
+// Philox blocks also give Laplace noise (AddLaplace: seed 003's mechanism)
+// and noise uniform in a d-dimensional ball spread over several tensors
+// (AddBall: seed 004's perturbed gradient descent).
 //
 // The noise runs, on amd64 CPUs with AVX2 and FMA, in assembly kernels that
 // give bit for bit the same numbers as the pure-Go code used elsewhere (and
