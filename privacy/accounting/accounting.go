@@ -21,6 +21,12 @@
 //	allocation         rdp             guarantee, Rényi DP of the Gaussian pair
 //	allocation         deterministic   guarantee, amplification-free (as shuffle's gdp)
 //	allocation         gdp             asymptotic μ-GDP of seed 002 Theorem 5.2: approximation
+//
+// With Spec.Mechanism = "ball" (noise drawn uniformly from a d-ball, seed 004,
+// privacy-math.md §13) the one method is ball-tv, a (0, δ) guarantee, for the
+// samplers shuffle and allocation (zero-out), poisson (add/remove) and uniform
+// (seed 004's one example drawn per step, replace one); see ball.Accountant.
+// An empty Mechanism is "gaussian", and a Gaussian Spec's JSON is unchanged.
 package accounting
 
 import (
@@ -30,6 +36,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/allocation"
+	"github.com/dpsgd/dpsgd/privacy/ball"
 	"github.com/dpsgd/dpsgd/privacy/pld"
 	"github.com/dpsgd/dpsgd/privacy/shuffle"
 )
@@ -44,6 +51,15 @@ const (
 	MethodBerryEsseen   = "berry-esseen"
 	MethodLower         = "lower"
 	MethodDeterministic = "deterministic"
+	// MethodBallTV is the total-variation accountant of ball noise
+	// (ball.Accountant), the one method of MechanismBall.
+	MethodBallTV = ball.Name
+)
+
+// Noise mechanisms (Spec.Mechanism).
+const (
+	MechanismGaussian = "gaussian" // the default; also written as ""
+	MechanismBall     = "ball"     // uniform in a d-ball (seed 004)
 )
 
 // Kind is the kind of statement an accountant makes.
@@ -79,20 +95,54 @@ var methods = map[string][]struct {
 	},
 }
 
-// Samplers returns the sampler names this package knows, sorted.
-func Samplers() []string {
-	out := make([]string, 0, len(methods))
-	for s := range methods {
+// ballMethods lists, per sampler, the methods of MechanismBall.
+var ballMethods = map[string][]struct {
+	name string
+	kind Kind
+}{
+	privacy.SamplerShuffle:    {{MethodBallTV, KindGuarantee}},
+	privacy.SamplerAllocation: {{MethodBallTV, KindGuarantee}},
+	privacy.SamplerPoisson:    {{MethodBallTV, KindGuarantee}},
+	ball.SamplerUniform:       {{MethodBallTV, KindGuarantee}},
+}
+
+// Mechanisms returns the noise mechanisms this package knows.
+func Mechanisms() []string { return []string{MechanismGaussian, MechanismBall} }
+
+// registry returns the method table of mechanism ("" is Gaussian), nil for an
+// unknown one.
+func registry(mechanism string) map[string][]struct {
+	name string
+	kind Kind
+} {
+	switch mechanism {
+	case "", MechanismGaussian:
+		return methods
+	case MechanismBall:
+		return ballMethods
+	}
+	return nil
+}
+
+// SamplersFor returns the samplers mechanism is accounted for, sorted; nil for
+// an unknown mechanism.
+func SamplersFor(mechanism string) []string {
+	reg := registry(mechanism)
+	if reg == nil {
+		return nil
+	}
+	out := make([]string, 0, len(reg))
+	for s := range reg {
 		out = append(out, s)
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Methods returns the methods available for sampler, the default first; nil
-// for an unknown sampler.
-func Methods(sampler string) []string {
-	ms := methods[sampler]
+// MethodsFor returns the methods of mechanism for sampler, the default first;
+// nil for an unknown pair.
+func MethodsFor(mechanism, sampler string) []string {
+	ms := registry(mechanism)[sampler]
 	if ms == nil {
 		return nil
 	}
@@ -103,8 +153,23 @@ func Methods(sampler string) []string {
 	return out
 }
 
-// DefaultMethod returns the default (tightest proven) method for sampler, ""
-// for an unknown one.
+// Samplers returns the sampler names this package knows for Gaussian noise,
+// sorted (SamplersFor for other mechanisms).
+func Samplers() []string {
+	out := make([]string, 0, len(methods))
+	for s := range methods {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Methods returns the methods available for sampler with Gaussian noise, the
+// default first; nil for an unknown sampler.
+func Methods(sampler string) []string { return MethodsFor(MechanismGaussian, sampler) }
+
+// DefaultMethod returns the default (tightest proven) method for sampler with
+// Gaussian noise, "" for an unknown one.
 func DefaultMethod(sampler string) string {
 	if ms := methods[sampler]; len(ms) > 0 {
 		return ms[0].name
@@ -123,17 +188,34 @@ type Spec struct {
 	SampleRate float64 `json:"sample_rate,omitempty"`
 	// Rounds is M, the steps per epoch; required for shuffle and allocation.
 	Rounds int `json:"rounds,omitempty"`
-	// DatasetSize and MaxBatch describe truncated Poisson sampling.
+	// DatasetSize and MaxBatch describe truncated Poisson sampling; DatasetSize
+	// is also N, the points seed 004's uniform sampler draws from (ball).
 	DatasetSize int `json:"dataset_size,omitempty"`
 	MaxBatch    int `json:"max_batch,omitempty"`
+	// Mechanism is the noise: "" or "gaussian" (σ), or "ball" (uniform in a
+	// d-ball of radius Radius; Dim is d and Distance the distance Δ between
+	// the noised sums of neighbouring datasets, C for zero-out and add/remove
+	// with clipping norm C, 2C for replace one: ball.DistanceFor). A ball Spec
+	// has Sigma = 0; a Gaussian one has Radius, Dim and Distance 0.
+	Mechanism string  `json:"mechanism,omitempty"`
+	Radius    float64 `json:"radius,omitempty"`
+	Dim       int     `json:"dim,omitempty"`
+	Distance  float64 `json:"distance,omitempty"`
 }
 
+// IsBall reports whether s is ball noise.
+func (s Spec) IsBall() bool { return s.Mechanism == MechanismBall }
+
 // Kind returns the kind of statement s's accountant makes, and an error for an
-// unknown sampler or a method the sampler does not offer.
+// unknown mechanism or sampler or a method the sampler does not offer.
 func (s Spec) Kind() (Kind, error) {
-	ms, ok := methods[s.Sampler]
+	reg := registry(s.Mechanism)
+	if reg == nil {
+		return "", fmt.Errorf("accounting: mechanism = %q, want one of %v: %w", s.Mechanism, Mechanisms(), privacy.ErrInvalidArgument)
+	}
+	ms, ok := reg[s.Sampler]
 	if !ok {
-		return "", fmt.Errorf("accounting: sampler = %q, want one of %v: %w", s.Sampler, Samplers(), privacy.ErrInvalidArgument)
+		return "", fmt.Errorf("accounting: sampler = %q, want one of %v for mechanism %s: %w", s.Sampler, SamplersFor(s.Mechanism), s.mechanism(), privacy.ErrInvalidArgument)
 	}
 	for _, m := range ms {
 		if m.name == s.Method {
@@ -141,13 +223,49 @@ func (s Spec) Kind() (Kind, error) {
 		}
 	}
 	return "", fmt.Errorf("accounting: accountant = %q is not available for sampler %q, want one of %v: %w",
-		s.Method, s.Sampler, Methods(s.Sampler), privacy.ErrInvalidArgument)
+		s.Method, s.Sampler, MethodsFor(s.Mechanism, s.Sampler), privacy.ErrInvalidArgument)
 }
 
-// Validate checks the sampler, the method and the parameters the method needs.
+// mechanism returns the mechanism's name, "gaussian" for "".
+func (s Spec) mechanism() string {
+	if s.Mechanism == "" {
+		return MechanismGaussian
+	}
+	return s.Mechanism
+}
+
+// BallConfig returns the ball.Config of a ball Spec.
+func (s Spec) BallConfig() ball.Config {
+	return ball.Config{Sampler: s.Sampler, Dim: s.Dim, Distance: s.Distance, Radius: s.Radius,
+		StepsPerEpoch: s.Rounds, SampleRate: s.SampleRate, DatasetSize: s.DatasetSize}
+}
+
+// validateBall checks a ball Spec whose Kind is known.
+func (s Spec) validateBall() error {
+	if s.Sigma != 0 {
+		return fmt.Errorf("accounting: sigma = %g with mechanism ball, want 0 (ball noise has a radius, not σ): %w", s.Sigma, privacy.ErrInvalidArgument)
+	}
+	if s.MaxBatch != 0 {
+		return fmt.Errorf("accounting: max_batch = %d with mechanism ball, want 0 (truncated batches are not covered): %w", s.MaxBatch, privacy.ErrInvalidArgument)
+	}
+	if err := s.BallConfig().Validate(); err != nil {
+		return fmt.Errorf("accounting: %w", err)
+	}
+	return nil
+}
+
+// Validate checks the mechanism, the sampler, the method and the parameters
+// the method needs.
 func (s Spec) Validate() error {
 	if _, err := s.Kind(); err != nil {
 		return err
+	}
+	if s.IsBall() {
+		return s.validateBall()
+	}
+	if s.Radius != 0 || s.Dim != 0 || s.Distance != 0 {
+		return fmt.Errorf("accounting: radius = %g, dim = %d, distance = %g with mechanism gaussian, want 0 (they describe ball noise): %w",
+			s.Radius, s.Dim, s.Distance, privacy.ErrInvalidArgument)
 	}
 	if !(s.Sigma > 0) || math.IsInf(s.Sigma, 1) {
 		return fmt.Errorf("accounting: sigma = %g out of range (0, +Inf): %w", s.Sigma, privacy.ErrInvalidArgument)
@@ -181,6 +299,9 @@ func (s Spec) New() (privacy.Accountant, error) {
 		return nil, err
 	}
 	kind, _ := s.Kind()
+	if s.IsBall() {
+		return ball.NewAccountant(s.BallConfig())
+	}
 	switch s.Sampler {
 	case privacy.SamplerPoisson:
 		switch s.Method {

@@ -198,6 +198,8 @@ func TestReadLedgerRejects(t *testing.T) {
 func FuzzReadLedger(f *testing.F) {
 	f.Add([]byte(`{"version":1,"sampler":"poisson","accountant":"rdp","sigma":1,"sample_rate":0.01,"adjacency":"add/remove one","kind":"guarantee","delta":1e-5,"steps":200,"epochs":[{"epoch":1,"steps":100,"epsilon":0.5}]}`))
 	f.Add([]byte(`{"version":1,"sampler":"shuffle","accountant":"gdp","sigma":2,"rounds":10,"adjacency":"zero-out","kind":"guarantee","delta":1e-6,"budget":{"epsilon":1,"delta":1e-6},"steps":0,"epochs":[]}`))
+	f.Add([]byte(`{"version":1,"sampler":"uniform","accountant":"ball-tv","sigma":0,"dataset_size":1000,"mechanism":"ball","radius":50,"dim":100,"distance":2,"adjacency":"replace one","kind":"guarantee","delta":0.001,"steps":2000,"epochs":[{"epoch":1,"steps":1000,"epsilon":0},{"epoch":2,"steps":2000,"epsilon":null}]}`))
+	f.Add([]byte(`{"version":1,"sampler":"poisson","accountant":"ball-tv","sigma":0,"sample_rate":0.01,"mechanism":"ball","radius":3,"dim":7,"distance":1,"adjacency":"add/remove one","kind":"guarantee","delta":0.01,"steps":0,"epochs":[]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/ball"
 	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
@@ -43,6 +44,14 @@ func accWithin(acc privacy.Accountant, steps int, target privacy.Budget) (bool, 
 	return d <= target.Delta, nil
 }
 
+// noise describes the noise of spec for messages: "σ = …" or the ball's radius.
+func (s Spec) noise() string {
+	if s.IsBall() {
+		return fmt.Sprintf("ball radius %g (d = %d, Δ = %g)", s.Radius, s.Dim, s.Distance)
+	}
+	return fmt.Sprintf("σ = %g", s.Sigma)
+}
+
 // SolveSigma returns the smallest σ in [SigmaMin, SigmaMax] (to relative
 // tolerance 1e-4, rounded up) for which spec's accountant meets target after
 // steps steps: δ(target.Epsilon) ≤ target.Delta. A TV target t is the budget
@@ -54,6 +63,9 @@ func SolveSigma(spec Spec, steps int, target privacy.Budget) (float64, error) {
 	}
 	if steps < 0 {
 		return 0, fmt.Errorf("accounting: steps = %d out of range [0, +Inf): %w", steps, privacy.ErrInvalidArgument)
+	}
+	if spec.IsBall() {
+		return 0, fmt.Errorf("accounting: SolveSigma: mechanism ball has no σ, use SolveRadius: %w", privacy.ErrInvalidArgument)
 	}
 	at := func(sigma float64) (bool, error) {
 		s := spec
@@ -109,8 +121,8 @@ func SolveRounds(spec Spec, epochs int, target privacy.Budget) (int, error) {
 		}
 		lo = hi
 		if hi >= RoundsMax {
-			return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) over %d epochs is not met by %s/%s at σ = %g for any M ≤ %g: %w",
-				target.Epsilon, target.Delta, epochs, spec.Sampler, spec.Method, spec.Sigma, RoundsMax, privacy.ErrUnreachable)
+			return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) over %d epochs is not met by %s/%s at %s for any M ≤ %g: %w",
+				target.Epsilon, target.Delta, epochs, spec.Sampler, spec.Method, spec.noise(), RoundsMax, privacy.ErrUnreachable)
 		}
 		hi = min(2*hi, int(RoundsMax))
 	}
@@ -137,8 +149,8 @@ func SolveEpochs(spec Spec, stepsPerEpoch int, target privacy.Budget) (int, erro
 		return 0, err
 	}
 	if !ok {
-		return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) is exceeded by one epoch of %s/%s at σ = %g: %w",
-			target.Epsilon, target.Delta, spec.Sampler, spec.Method, spec.Sigma, privacy.ErrUnreachable)
+		return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) is exceeded by one epoch of %s/%s at %s: %w",
+			target.Epsilon, target.Delta, spec.Sampler, spec.Method, spec.noise(), privacy.ErrUnreachable)
 	}
 	lo, hi := 1, 2 // at(lo) true, at(hi) to be found false
 	for {
@@ -157,4 +169,25 @@ func SolveEpochs(spec Spec, stepsPerEpoch int, target privacy.Budget) (int, erro
 	// The first E that does not fit, minus one.
 	first, err := numeric.BisectInt(func(e int) (bool, error) { ok, err := at(e); return !ok, err }, lo, hi)
 	return first - 1, err
+}
+
+// SolveRadius returns the smallest ball radius (to relative tolerance 1e-10,
+// rounded up) at which the ball Spec spec meets target after steps steps:
+// DeltaTotal ≤ target.Delta (ball noise gives (0, δ) statements, so
+// target.Epsilon does not matter). spec.Radius is ignored. It returns 0 when
+// every radius meets the target (Δ = 0, no steps, or the sampling alone), see
+// ball.SolveRadiusFor.
+func SolveRadius(spec Spec, steps int, target privacy.Budget) (float64, error) {
+	if err := target.Validate(); err != nil {
+		return 0, err
+	}
+	if !spec.IsBall() {
+		return 0, fmt.Errorf("accounting: SolveRadius: mechanism = %q, want %q: %w", spec.Mechanism, MechanismBall, privacy.ErrInvalidArgument)
+	}
+	probe := spec
+	probe.Radius = 1
+	if err := probe.Validate(); err != nil {
+		return 0, err
+	}
+	return ball.SolveRadiusFor(spec.BallConfig(), steps, target.Delta)
 }
