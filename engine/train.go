@@ -33,12 +33,23 @@ type Config struct {
 	Replicas      int          // graphs run concurrently; 0 = GOMAXPROCS
 	Epochs        int
 	Clip          float64 // per-example ℓ2 clip norm C
-	Sigma         float64 // noise multiplier: noise std is Sigma·Clip
-	NonPrivate    bool    // no clipping and no noise (the same code path otherwise)
-	Seed          uint64  // parameter initialization, sampling and noise derive from it
-	Optimizer     OptimizerConfig
-	EvalBatch     int // rows of the evaluation graphs; 0 = 500
+	Sigma         float64 // noise multiplier: noise std is Sigma·Clip (Noise = NoiseGaussian)
+	// Noise is the mechanism: NoiseGaussian (default) or NoiseBall, noise
+	// uniform in the ball of radius Radius over all parameters at once
+	// (seed 004's perturbed gradient descent; privacy-math.md §13).
+	Noise      string
+	Radius     float64 // ball radius, in the units of the clipped gradient sum (NoiseBall)
+	NonPrivate bool    // no clipping and no noise (the same code path otherwise)
+	Seed       uint64  // parameter initialization, sampling and noise derive from it
+	Optimizer  OptimizerConfig
+	EvalBatch  int // rows of the evaluation graphs; 0 = 500
 }
+
+// Noise mechanisms of Config.Noise.
+const (
+	NoiseGaussian = "gaussian"
+	NoiseBall     = "ball"
+)
 
 // Validate checks every field against its valid range.
 func (c *Config) Validate() error {
@@ -67,8 +78,18 @@ func (c *Config) Validate() error {
 		if !(c.Clip > 0) || math.IsInf(c.Clip, 0) {
 			return fmt.Errorf("clip %v: want a finite value > 0", c.Clip)
 		}
-		if !(c.Sigma > 0) || math.IsInf(c.Sigma, 0) {
-			return fmt.Errorf("sigma %v: want a finite value > 0", c.Sigma)
+		switch c.Noise {
+		case "", NoiseGaussian:
+			c.Noise = NoiseGaussian
+			if !(c.Sigma > 0) || math.IsInf(c.Sigma, 0) {
+				return fmt.Errorf("sigma %v: want a finite value > 0", c.Sigma)
+			}
+		case NoiseBall:
+			if !(c.Radius > 0 && c.Radius <= kernels.MaxBallRadius) {
+				return fmt.Errorf("radius %v: want a value in (0, %g]", c.Radius, kernels.MaxBallRadius)
+			}
+		default:
+			return fmt.Errorf("noise %q: want %s or %s", c.Noise, NoiseGaussian, NoiseBall)
 		}
 	}
 	if c.EvalBatch == 0 {
@@ -222,7 +243,13 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 	if err != nil {
 		return st, err
 	}
-	if !r.cfg.NonPrivate {
+	switch {
+	case r.cfg.NonPrivate:
+	case r.cfg.Noise == NoiseBall:
+		// One draw uniform in the ball over all parameters together: the
+		// mechanism's d is the total parameter count.
+		kernels.AddBall(r.grads, r.cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: uint64(step)})
+	default:
 		std := r.cfg.Sigma * r.cfg.Clip
 		for p, g := range r.grads {
 			kernels.AddGaussian(g, std, kernels.NoiseKey{Seed: r.noise, Step: uint64(step), Tensor: uint32(p)})

@@ -62,7 +62,7 @@ func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	fs := flag.NewFlagSet("dpsgd account", flag.ContinueOnError)
 	fs.StringVar(&f.sampler, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
 	fs.StringVar(&f.method, "accountant", "", "rdp, pld, gdp, exact, chisq, berry-esseen, lower or deterministic (default: the tightest proven one for the sampler)")
-	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian or personalized (dpsgd account --mechanism M --help lists the flags of M)")
+	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian, personalized or ball (dpsgd account --mechanism M --help lists the flags of M)")
 	fs.Var(countFlag{&f.datasetSize, 1}, "dataset-size", "N, the number of records")
 	fs.Var(countFlag{&f.batchSize, 1}, "batch-size", "expected batch size B (with --dataset-size: q = B/N, M = N/B)")
 	fs.Var(countFlag{&f.maxBatch, 1}, "max-batch", "poisson-truncated: largest batch (default: expected + 10 standard deviations + 10)")
@@ -143,6 +143,8 @@ func cmdAccount(args []string, stdout, stderr io.Writer) error {
 	switch mechanismArg(args) {
 	case "personalized":
 		return accountPersonalized(args, stdout)
+	case "ball":
+		return accountBall(args, stdout)
 	}
 	f, err := parseAccountFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -192,7 +194,7 @@ func cmdAccount(args []string, stdout, stderr io.Writer) error {
 // resolve turns the flags into a sampler geometry, steps and a target.
 func (f *accountFlags) resolve() (*accountSetup, error) {
 	if f.mechanism != "gaussian" {
-		return nil, usagef("--mechanism %q: want gaussian or personalized", f.mechanism)
+		return nil, usagef("--mechanism %q: want gaussian, personalized or ball", f.mechanism)
 	}
 	st := &accountSetup{}
 	s := &st.spec

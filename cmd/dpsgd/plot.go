@@ -20,7 +20,7 @@ import (
 )
 
 // figureNames are the figures dpsgd plot draws, in the order of --figure all.
-var figureNames = []string{"fig1", "fig2", "fig3", "tradeoff", "samplers"}
+var figureNames = []string{"fig1", "fig2", "fig3", "tradeoff", "samplers", "ball"}
 
 type plotFlags struct {
 	figure, out, sampler string
@@ -125,6 +125,8 @@ func (f *plotFlags) build(name string) ([]plots.Figure, error) {
 		return f.fig3()
 	case "tradeoff":
 		return f.tradeoff()
+	case "ball":
+		return f.ball()
 	case "samplers":
 		return f.samplers()
 	}

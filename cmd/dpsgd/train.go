@@ -81,6 +81,7 @@ type trainFlags struct {
 	samplerName, accountant             string
 	batch, physBatch, maxBatch, epochs  int
 	sigma, clip, lr, momentum, decay    float64
+	radius                              float64
 	ema                                 float64
 	optimizer, schedule                 string
 	seed                                uint64
@@ -119,7 +120,8 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it")
 	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
 	fs.StringVar(&f.device, "device", "auto", "auto, cpu or cuda")
-	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian")
+	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian, or ball (uniform in a ball over all parameters, seed 004; --delta is then the total δ the run may spend)")
+	fs.Float64Var(&f.radius, "radius", 0, "--noise ball: ball radius r as a multiple of --clip (noise radius r·C); default: calibrated so that the planned epochs spend exactly --delta")
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -163,8 +165,8 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	default:
 		return nil, usagef("--device %q: want auto, cpu or cuda", f.device)
 	}
-	if f.noise != "gaussian" {
-		return nil, usagef("--noise %q: this build supports gaussian", f.noise)
+	if err := f.checkNoise(); err != nil {
+		return nil, err
 	}
 	p := presetFor(f.dataset, f.model)
 	orPreset(f.set["batch-size"], &f.batch, p.batch)
@@ -242,17 +244,21 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	rc.cfg = engine.Config{
 		Arch: arch, Dtype: dt, PhysicalBatch: min(f.physBatch, f.batch), Replicas: f.replicas,
 		Epochs: f.epochs, Clip: f.clip, Sigma: f.sigma, NonPrivate: f.nonPrivate, Seed: f.seed,
+		Noise: f.noise,
 		Optimizer: engine.OptimizerConfig{
 			Name: f.optimizer, LR: f.lr, Momentum: f.momentum, WeightDecay: f.decay,
 			Schedule: f.schedule, EMA: f.ema,
 		},
 	}
-	if err := f.buildSampler(rc); err != nil {
+	if err := f.buildSampler(rc, arch.NumParams()); err != nil {
 		return nil, err
 	}
 	if f.nonPrivate {
 		rc.cfg.Sigma = 0
 		return rc, rc.cfg.Validate()
+	}
+	if f.noise == engine.NoiseBall {
+		return rc, f.resolveBall(rc)
 	}
 	// σ: given, or calibrated so that the planned epochs spend exactly the budget.
 	target := f.targetEps
@@ -286,7 +292,7 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	return rc, rc.cfg.Validate()
 }
 
-func (f *trainFlags) buildSampler(rc *runConfig) error {
+func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
 	n := rc.train.N
 	var err error
 	spec := accounting.Spec{Sampler: f.samplerName}
@@ -320,6 +326,9 @@ func (f *trainFlags) buildSampler(rc *runConfig) error {
 	if spec.Sampler == "shuffle" || spec.Sampler == "allocation" {
 		spec.Rounds = rc.smp.StepsPerEpoch()
 		spec.SampleRate = 1 / float64(spec.Rounds)
+	}
+	if f.noise == engine.NoiseBall && !f.nonPrivate {
+		return f.ballSpec(rc, spec, params)
 	}
 	spec.Method = f.accountant
 	if spec.Method == "" {
@@ -418,6 +427,9 @@ type trainJSON struct {
 	Model             string              `json:"model"`
 	Params            int                 `json:"params"`
 	Sigma             float64             `json:"sigma"`
+	Noise             string              `json:"noise"`
+	Radius            *float64            `json:"radius,omitempty"`      // --noise ball: the ball's radius (absolute, clip units)
+	DeltaSpent        *float64            `json:"delta_spent,omitempty"` // --noise ball: total δ of the (0, δ) guarantee
 	SigmaSource       string              `json:"sigma_source,omitempty"`
 	Clip              float64             `json:"clip"`
 	BatchSize         int                 `json:"batch_size"`
@@ -451,6 +463,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases")
 		if rc.cfg.NonPrivate {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s, NON-PRIVATE baseline, %d epochs\n", f.model, archString(rc.cfg.Arch), f.dataset, f.epochs)
+		} else if rc.cfg.Noise == engine.NoiseBall {
+			fmt.Fprintf(stderr, "dpsgd: %s %s on %s (%d examples), sampler %s, batch %d, ball noise in %d dimensions of radius %.4g (%s), C = %g, %d epochs\n",
+				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Arch.NumParams(), rc.cfg.Radius, rc.sigmaSource, rc.cfg.Clip, f.epochs)
 		} else {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s (%d examples), sampler %s, batch %d, σ = %.4g (%s), C = %g, %d epochs\n",
 				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Sigma, rc.sigmaSource, rc.cfg.Clip, f.epochs)
@@ -468,7 +483,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.sigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.smp.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
-		Device: "cpu", Seed: f.seed, History: res.History,
+		Device: "cpu", Seed: f.seed, History: res.History, Noise: rc.cfg.Noise,
 	}
 	if rc.pv.Budget != nil {
 		t := rc.pv.Budget.Epsilon
@@ -487,6 +502,16 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out.Ledger = rc.pv.Ledger
 		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s adjacency, proven for the %s sampler by the %s accountant",
 			eps, f.delta, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
+		if rc.cfg.Noise == engine.NoiseBall {
+			spent, err := rc.pv.Accountant.Delta(res.Steps, 0)
+			if err != nil {
+				return fmt.Errorf("ball noise: total δ after %d steps: %w", res.Steps, err)
+			}
+			r := rc.cfg.Radius
+			out.Radius, out.DeltaSpent = &r, &spent
+			out.Guarantee = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s adjacency, proven for the %s sampler by the %s accountant (budget δ = %g)",
+				spent, spent, spent, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name(), f.delta)
+		}
 	}
 	for i := range out.History {
 		if math.IsNaN(out.History[i].Epsilon) {
@@ -513,7 +538,10 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result) {
 	fmt.Fprintf(w, "test accuracy %.4f after %d epochs (%d steps, %.0f examples/s, %.1f s)\n",
 		out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
 	fmt.Fprintf(w, "privacy: %s\n", out.Guarantee)
-	if out.StoppedByBudget {
+	switch {
+	case out.StoppedByBudget && out.Noise == engine.NoiseBall:
+		fmt.Fprintf(w, "stopped by the budget: one more epoch would take the total δ above %g\n", out.Delta)
+	case out.StoppedByBudget:
 		fmt.Fprintf(w, "stopped by the budget: one more epoch would exceed ε = %g\n", *out.TargetEpsilon)
 	}
 	if res.NonFinite > 0 {
