@@ -10,6 +10,9 @@
 //     with one-hot categoricals and standardized continuous columns fitted on the training file;
 //   - [Synthetic], a reproducible Gaussian-mixture classification problem;
 //   - [TrainTestSplit] and [Dataset.Subset];
+//   - [MarkovChain], time-varying data from a finite Markov chain, with seed 003's 4-state
+//     birth–death chain and its electricity-use clients as presets ([BirthDeathChain],
+//     [ElectricityClients]);
 //   - [Fetch], [Verify] and [Resolve], which download files into a cache directory with SHA-256
 //     verification (temporary file, verify, rename: never a half-written file).
 //

@@ -21,8 +21,11 @@
 //
 // The subpackages hold the other accountants: pld (Poisson PLD), allocation
 // (seed 002's Gaussian pair for random allocation), shuffle (Chua et al.'s
-// lower bound), fdp (trade-off curves), and accounting, which maps a sampler
-// and a method name to the accountant proven for it and keeps the ledger.
+// lower bound), fdp (trade-off curves), ball (seed 004's uniform-ball noise:
+// (0, δ) statements only), personalized (seeds 000/001: per-client σ for
+// federated training), ageaware (seed 003: age-dependent DP of Markov data),
+// and accounting, which maps a mechanism, a sampler and a method name to the
+// accountant proven for it and keeps the ledger.
 //
 // Adjacency (Accountant.Adjacency): Poisson accountants use add/remove-one;
 // the per-epoch Gaussian accountant uses zero-out (the differing record

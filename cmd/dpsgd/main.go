@@ -4,6 +4,7 @@
 //	dpsgd train [flags]    train a model (see dpsgd train --help)
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
 //	dpsgd plot [flags]     figures: seed 002's bounds, trade-off curves, samplers compared
+//	dpsgd ageaware tv|simulate  seed 003: age-dependent DP and age-aware scheduling
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
 // stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
@@ -27,6 +28,7 @@ Usage:
   dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
+  dpsgd ageaware tv|simulate  age-dependent DP of Markov data (seed 003): TV by age, scheduling simulation
   dpsgd version          print the version
 `
 
@@ -63,12 +65,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdAccount(args[1:], stdout, stderr)
 	case "plot":
 		err = cmdPlot(ctx, args[1:], stdout, stderr)
+	case "ageaware":
+		err = cmdAgeAware(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "dpsgd", version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, account, plot or version)", args[0])
+		err = usagef("unknown command %q (want train, account, plot, ageaware or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }
