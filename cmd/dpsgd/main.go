@@ -5,6 +5,7 @@
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
 //	dpsgd plot [flags]     figures: seed 002's bounds, trade-off curves, samplers compared
 //	dpsgd ageaware tv|simulate  seed 003: age-dependent DP and age-aware scheduling
+//	dpsgd federated [flags]     federated DP training with per-client σ (seeds 000/001)
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
 // stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
@@ -29,6 +30,7 @@ Usage:
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (seed 003): TV by age, scheduling simulation
+  dpsgd federated [flags]     federated DP training, each client with its own budget (seeds 000/001)
   dpsgd version          print the version
 `
 
@@ -67,12 +69,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdPlot(ctx, args[1:], stdout, stderr)
 	case "ageaware":
 		err = cmdAgeAware(ctx, args[1:], stdout, stderr)
+	case "federated":
+		err = cmdFederated(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "dpsgd", version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, account, plot, ageaware or version)", args[0])
+		err = usagef("unknown command %q (want train, account, plot, ageaware, federated or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -1,0 +1,135 @@
+package federated
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// Sampling names how the K draws of a round select clients. Under both, client i's count
+// Cᵢᵗ in one round is Binomial(K, qᵢ), so its count over the run, Σₜ Cᵢᵗ, is Binomial(T, qᵢ)
+// with T = K·R, as Lemma 1 assumes (privacy-math.md §11), and E[Cᵢᵗ] = K·qᵢ, which makes the
+// aggregation of eq. 15 unbiased (see Aggregate).
+type Sampling string
+
+const (
+	// SamplingCategorical: each of the K draws picks one client, client i with probability qᵢ;
+	// the rates must sum to 1 (within ShareTolerance). Draws are independent, so a client may
+	// be picked more than once in a round. The counts of one round are Multinomial(K, q),
+	// whose marginals are Binomial(K, qᵢ).
+	SamplingCategorical Sampling = "categorical"
+	// SamplingBernoulli: each client is tried K times per round, each trial independently
+	// successful with probability qᵢ; rates need not sum to anything.
+	SamplingBernoulli Sampling = "bernoulli"
+)
+
+// sampleStream keeps the client sampling's random numbers apart from other uses of the seed.
+const sampleStream = 0xbb67_ae85_84ca_a73b
+
+// sampler draws the clients of each round.
+type sampler struct {
+	kind  Sampling
+	rates []float64
+	cum   []float64 // categorical: cumulative rates, last forced to 1
+	k     int
+	seed  uint64
+}
+
+func newSampler(kind Sampling, rates []float64, k int, seed uint64) (*sampler, error) {
+	if k < 1 {
+		return nil, fmt.Errorf("federated: draws per round K = %d, want ≥ 1", k)
+	}
+	var sum float64
+	for i, q := range rates {
+		if !(q > 0 && q <= 1) {
+			return nil, fmt.Errorf("federated: sample rate of client %d = %v, want a value in (0, 1]", i, q)
+		}
+		sum += q
+	}
+	s := &sampler{kind: kind, rates: rates, k: k, seed: seed}
+	switch kind {
+	case SamplingCategorical:
+		if math.Abs(sum-1) > ShareTolerance {
+			return nil, fmt.Errorf("federated: categorical sampling: the sample rates sum to %.9g, want 1 (within %g); use bernoulli sampling for rates that do not", sum, ShareTolerance)
+		}
+		s.cum = make([]float64, len(rates))
+		var c float64
+		for i, q := range rates {
+			c += q / sum
+			s.cum[i] = c
+		}
+		s.cum[len(s.cum)-1] = 1
+	case SamplingBernoulli:
+	default:
+		return nil, fmt.Errorf("federated: sampling %q: want categorical or bernoulli", kind)
+	}
+	return s, nil
+}
+
+// counts fills c (len N) with the number of times each client is selected in round t. The
+// numbers depend only on (seed, t), not on what happened in earlier rounds.
+func (s *sampler) counts(t int, c []int) {
+	clear(c)
+	rng := rand.New(rand.NewPCG(s.seed^sampleStream, uint64(t)))
+	switch s.kind {
+	case SamplingCategorical:
+		for range s.k {
+			u := rng.Float64()
+			i := sort.SearchFloat64s(s.cum, u)
+			// SearchFloat64s returns the first i with cum[i] ≥ u; u < cum[i] is wanted, so
+			// step over an exact tie (and over clients whose interval is empty).
+			for i < len(s.cum)-1 && s.cum[i] <= u {
+				i++
+			}
+			c[i]++
+		}
+	case SamplingBernoulli:
+		for i, q := range s.rates {
+			if q == 1 {
+				c[i] = s.k
+				continue
+			}
+			for range s.k {
+				if rng.Float64() < q {
+					c[i]++
+				}
+			}
+		}
+	}
+}
+
+// Aggregate adds to dst the server update of eq. 15–16 of seeds 000/001 (privacy-math.md §11),
+//
+//	Δx = (1/K)·Σₙ Cₙᵗ·(pₙ/qₙ)·Δₙ,
+//
+// where Cₙᵗ = counts[n] is the number of times client n was drawn this round, pₙ = shares[n]
+// its data share, qₙ = rates[n] its sample rate, and Δₙ = updates[n] its (noisy) local update
+// y_{t,I} − y_{t,0}; clients with counts[n] = 0 are skipped (their update may be nil).
+//
+// Normalization: eq. 15 is printed with 1/N in front, eq. 16 (the same quantity expanded) with
+// γ/K. Since E[Cₙᵗ] = K·qₙ, the factor 1/K makes E[Δx] = Σₙ pₙ·Δₙ, the update of full
+// participation, for any N; 1/N would scale it by K/N. The seed's convergence proof uses
+// E[Cₙᵗ] = K·qₙ with the 1/K form, so 1/K is implemented (TestAggregateUnbiased checks it by
+// Monte Carlo).
+//
+// Updates are added client by client in index order, so the result is deterministic. It
+// panics if the slices' lengths disagree, which is a programming error.
+func Aggregate(dst []float64, updates [][]float64, counts []int, shares, rates []float64, k int) {
+	if len(updates) != len(counts) || len(shares) != len(counts) || len(rates) != len(counts) {
+		panic(fmt.Sprintf("federated: Aggregate: %d updates, %d counts, %d shares, %d rates", len(updates), len(counts), len(shares), len(rates)))
+	}
+	for n, c := range counts {
+		if c == 0 {
+			continue
+		}
+		u := updates[n]
+		if len(u) != len(dst) {
+			panic(fmt.Sprintf("federated: Aggregate: update %d has %d values, want %d", n, len(u), len(dst)))
+		}
+		w := float64(c) * shares[n] / (rates[n] * float64(k))
+		for j, v := range u {
+			dst[j] += w * v
+		}
+	}
+}
