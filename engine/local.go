@@ -199,11 +199,7 @@ func (r *run[T]) resetOptimizer() {
 
 // localStep is run.step with σ·C, the noise stream and the learning rate given by the caller.
 func (r *run[T]) localStep(ds *datasets.Dataset, idx []int, std float64, key kernels.NoiseKey, lr, expected float64) (StepStats, error) {
-	clip := r.cfg.Clip
-	if r.cfg.NonPrivate {
-		clip = math.Inf(1)
-	}
-	st, err := gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.grads, r.rows, r.mask)
+	st, err := r.clippedSum(ds, idx)
 	if err != nil {
 		return st, err
 	}
@@ -214,15 +210,5 @@ func (r *run[T]) localStep(ds *datasets.Dataset, idx []int, std float64, key ker
 			kernels.AddGaussian(g, std, k)
 		}
 	}
-	inv := T(1 / expected)
-	for _, g := range r.grads {
-		for j := range g {
-			g[j] *= inv
-		}
-	}
-	if err := checkFinite(r.grads); err != nil {
-		return st, err
-	}
-	r.opt.step(paramSlices[T](r.params), r.grads, lr)
-	return st, nil
+	return st, r.update(expected, lr)
 }

@@ -235,11 +235,7 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 
 // step performs one logical DP-SGD step on the batch idx (DESIGN.md steps 2–8).
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
-	clip := r.cfg.Clip
-	if r.cfg.NonPrivate {
-		clip = math.Inf(1)
-	}
-	st, err := gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.grads, r.rows, r.mask)
+	st, err := r.clippedSum(ds, idx)
 	if err != nil {
 		return st, err
 	}
@@ -255,7 +251,29 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 			kernels.AddGaussian(g, std, kernels.NoiseKey{Seed: r.noise, Step: uint64(step), Tensor: uint32(p)})
 		}
 	}
-	// Normalize by the expected (public) batch size, never the realized one.
+	if err := r.update(expectedBatch, r.cfg.Optimizer.rate(step, total)); err != nil {
+		return st, err
+	}
+	if r.ema != nil {
+		emaUpdate(paramSlices[T](r.ema), paramSlices[T](r.params), r.cfg.Optimizer.EMA)
+	}
+	return st, nil
+}
+
+// clippedSum computes the batch idx's clipped per-example gradient sum into r.grads (DESIGN.md
+// steps 2–5); a non-private run does not clip.
+func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
+	clip := r.cfg.Clip
+	if r.cfg.NonPrivate {
+		clip = math.Inf(1)
+	}
+	return gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.grads, r.rows, r.mask)
+}
+
+// update divides the noisy sum in r.grads by the expected (public) batch size, never the
+// realized one, checks that it is finite, and takes an optimizer step at rate lr (DESIGN.md
+// steps 7–8).
+func (r *run[T]) update(expectedBatch, lr float64) error {
 	inv := T(1 / expectedBatch)
 	for _, g := range r.grads {
 		for j := range g {
@@ -263,13 +281,10 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 		}
 	}
 	if err := checkFinite(r.grads); err != nil {
-		return st, err
+		return err
 	}
-	r.opt.step(paramSlices[T](r.params), r.grads, r.cfg.Optimizer.rate(step, total))
-	if r.ema != nil {
-		emaUpdate(paramSlices[T](r.ema), paramSlices[T](r.params), r.cfg.Optimizer.EMA)
-	}
-	return st, nil
+	r.opt.step(paramSlices[T](r.params), r.grads, lr)
+	return nil
 }
 
 func paramSlices[T kernels.Float](p *nn.Params) [][]T {

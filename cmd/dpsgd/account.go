@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -176,12 +175,7 @@ func cmdAccount(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if f.jsonOut {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
+		return printJSON(stdout, rep)
 	}
 	printAccount(stdout, rep)
 	for i := range rep.Compare {

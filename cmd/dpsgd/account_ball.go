@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,12 +86,7 @@ func accountBall(args []string, stdout io.Writer) error {
 		return err
 	}
 	if f.jsonOut {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
+		return printJSON(stdout, rep)
 	}
 	printBall(stdout, rep)
 	return nil

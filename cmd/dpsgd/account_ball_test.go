@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -18,12 +17,7 @@ func ballJSON(t *testing.T, args ...string) map[string]any {
 	if err := accountBall(append(append([]string{"--mechanism", "ball"}, args...), "--json"), &out); err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
-	}
-	return m
+	return lastJSON(t, out.String())
 }
 
 // num returns m[key] as a number, failing the test when it is not one.

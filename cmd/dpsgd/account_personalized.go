@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -123,12 +122,7 @@ func accountPersonalized(args []string, stdout io.Writer) error {
 	}
 	rep := persMakeReport(f, setting, cal)
 	if f.jsonOut {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
+		return printJSON(stdout, rep)
 	}
 	persPrint(stdout, rep)
 	return nil

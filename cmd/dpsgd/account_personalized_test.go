@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -25,12 +24,7 @@ func persJSON(t *testing.T, args ...string) map[string]any {
 	if err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
-	return m
+	return lastJSON(t, out)
 }
 
 // TestAccountPersonalizedContract: the contract keys are there and equal

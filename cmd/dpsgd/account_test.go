@@ -14,12 +14,7 @@ func accountJSON(t *testing.T, args ...string) map[string]any {
 	if code != 0 {
 		t.Fatalf("%v: exit %d: %s", args, code, errOut)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
-	return m
+	return lastJSON(t, out)
 }
 
 // TestAccountContract: every key of cli-contract.md is present, for every sampler.

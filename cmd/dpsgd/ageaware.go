@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -214,12 +213,7 @@ func ageTV(args []string, stdout io.Writer) error {
 		}
 	}
 	if jsonOut {
-		b, err := json.Marshal(out)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
+		return printJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "chain (%s), %d states: π = %s\n", source, c.States(), ageFmtVec(c.Stationary()))
 	if g, err := c.AbsSpectralGamma(); err == nil {
@@ -483,12 +477,7 @@ func ageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		rep.Figure = path
 	}
 	if f.jsonOut {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(stdout, string(b))
-		return err
+		return printJSON(stdout, rep)
 	}
 	ageWriteTable(stdout, &rep)
 	return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -359,11 +358,9 @@ func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fedPrintSummary(stdout, rep)
 	}
 	if f.jsonOut {
-		b, err := json.Marshal(out)
-		if err != nil {
-			return fmt.Errorf("encoding the report: %w", err)
+		if err := printJSON(stdout, out); err != nil {
+			return err
 		}
-		fmt.Fprintln(stdout, string(b))
 	}
 	return runErr
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,16 +18,6 @@ func fedRunCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
-func fedLastJSON(t *testing.T, out string) map[string]any {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
-	return m
-}
-
 // TestFederatedJSON: a tiny synthetic run ends stdout with the report: per-client epsilon,
 // delta, sigma, selections, rounds_bound, retired (and the ε spent, within the budget), plus
 // test_accuracy, rounds and utility_cost.
@@ -38,7 +27,7 @@ func TestFederatedJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	m := fedLastJSON(t, out)
+	m := lastJSON(t, out)
 	for _, k := range []string{"test_accuracy", "rounds", "utility_cost", "clients", "mode", "calibration"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("key %q missing", k)
@@ -109,7 +98,7 @@ func TestFederatedNonPrivate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	m := fedLastJSON(t, out)
+	m := lastJSON(t, out)
 	if m["non_private"] != true || m["utility_cost"] != nil {
 		t.Errorf("non_private %v utility_cost %v", m["non_private"], m["utility_cost"])
 	}

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -97,6 +98,16 @@ func report(err error, cmd string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "dpsgd %s: %v\n", cmd, err)
 	return 1
+}
+
+// printJSON writes v as one JSON object on one line: the --json output of every command.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding the JSON output: %w", err)
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
 }
 
 // parseFlags parses args into fs and returns the names of the flags given.

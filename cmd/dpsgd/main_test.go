@@ -17,6 +17,17 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// lastJSON decodes the last line of out, which --json makes one JSON object.
+func lastJSON(t *testing.T, out string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out)
+	}
+	return m
+}
+
 // TestTrainJSONContract: --json ends stdout with one JSON object holding every key of the
 // contract (cli-contract.md), with plain numbers.
 func TestTrainJSONContract(t *testing.T) {

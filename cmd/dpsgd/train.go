@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -525,11 +524,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printSummary(stdout, out, res)
 	}
 	if f.jsonOut {
-		b, err := json.Marshal(out)
-		if err != nil {
-			return fmt.Errorf("encoding the result: %w", err)
+		if err := printJSON(stdout, out); err != nil {
+			return err
 		}
-		fmt.Fprintln(stdout, string(b))
 	}
 	return trainErr
 }

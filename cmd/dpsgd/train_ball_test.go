@@ -1,23 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/dpsgd/dpsgd/privacy/ball"
 )
-
-func lastJSON(t *testing.T, out string) map[string]any {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var m map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
-	return m
-}
 
 // TestTrainBallCalibrated: --noise ball without --radius calibrates the radius so that the
 // planned epochs spend the total δ, and the reported δ equals privacy/ball's for the run's d,
