@@ -314,20 +314,28 @@ func TestAddGaussianElementwise(t *testing.T) {
 // number of goroutines that noise the windows concurrently, nor on
 // GOMAXPROCS.
 func TestAddGaussianChunkingInvariance(t *testing.T) {
+	checkChunkingInvariance(t, AddGaussianAt[float32], 41)
+}
+
+// checkChunkingInvariance checks that addAt (an Add…At noise kernel) gives the
+// same tensor in one call, under GOMAXPROCS(1), and cut at random points into
+// windows noised concurrently.
+func checkChunkingInvariance(t *testing.T, addAt func([]float32, float64, NoiseKey, uint64), seed uint64) {
+	t.Helper()
 	const n = 5*parMin + 77
 	key := NoiseKey{Seed: 5, Step: 6, Tensor: 2}
 	want := make([]float32, n)
-	AddGaussian(want, 1.3, key)
+	addAt(want, 1.3, key, 0)
 
 	prev := runtime.GOMAXPROCS(1)
 	one := make([]float32, n)
-	AddGaussian(one, 1.3, key)
+	addAt(one, 1.3, key, 0)
 	runtime.GOMAXPROCS(prev)
 	if !slices.Equal(one, want) {
 		t.Fatal("GOMAXPROCS(1) result differs")
 	}
 
-	rng := rand.New(rand.NewPCG(41, 42))
+	rng := rand.New(rand.NewPCG(seed, seed+1))
 	for trial := range 10 {
 		cuts := []int{0, n}
 		for range 1 + rng.IntN(12) {
@@ -338,7 +346,7 @@ func TestAddGaussianChunkingInvariance(t *testing.T) {
 		var wg sync.WaitGroup
 		for c := range len(cuts) - 1 {
 			lo, hi := cuts[c], cuts[c+1]
-			wg.Go(func() { AddGaussianAt(got[lo:hi], 1.3, key, uint64(lo)) })
+			wg.Go(func() { addAt(got[lo:hi], 1.3, key, uint64(lo)) })
 		}
 		wg.Wait()
 		if !slices.Equal(got, want) {

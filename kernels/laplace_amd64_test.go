@@ -4,7 +4,6 @@ package kernels
 
 import (
 	"math"
-	"math/rand/v2"
 	"os"
 	"regexp"
 	"strconv"
@@ -40,28 +39,10 @@ func TestLaplaceAVXMatchesGo(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("CPU without AVX2 and FMA")
 	}
-	rng := rand.New(rand.NewPCG(91, 92))
-	for k := range 50 {
-		key := NoiseKey{Seed: rng.Uint64(), Step: rng.Uint64(), Tensor: rng.Uint32()}
-		if k == 0 {
-			key = NoiseKey{}
-		}
-		s := key.stream()
-		p := newAVXParams(&s)
-		for _, j := range []uint32{0, rng.Uint32() &^ 7, ^uint32(0) - 63} {
-			out := make([]float64, 128)
-			if got := laplacesFast(p, out, j); got != 64 {
-				t.Fatalf("laplacesFast did %d blocks, want 64", got)
-			}
-			for i := range 64 {
-				m1, m2 := mantissas(s.block(j + uint32(i)))
-				x0, x1 := laplaceUnit(m1), laplaceUnit(m2)
-				if math.Float64bits(x0) != math.Float64bits(out[2*i]) || math.Float64bits(x1) != math.Float64bits(out[2*i+1]) {
-					t.Fatalf("key %+v block %d: AVX2 (%v, %v), Go (%v, %v)", key, j+uint32(i), out[2*i], out[2*i+1], x0, x1)
-				}
-			}
-		}
-	}
+	checkAVXMatchesGo(t, "laplacesFast", laplacesFast, func(w0, w1, w2, w3 uint32) (float64, float64) {
+		m1, m2 := mantissas(w0, w1, w2, w3)
+		return laplaceUnit(m1), laplaceUnit(m2)
+	}, 91)
 	// The end points of the map, through the vector code: m₁ and m₂ are
 	// not chosen here, so run the kernel on a hand-made buffer.
 	ms := []uint64{0, 1 << 52, 1<<52 - 1, 1<<53 - 1, 1, 1<<53 - 2, 1 << 51, 12345}

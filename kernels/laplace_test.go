@@ -3,9 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 
 	"gonum.org/v1/gonum/stat"
@@ -267,37 +265,11 @@ func TestAddLaplaceElementwise(t *testing.T) {
 // number of goroutines that noise them concurrently, nor on GOMAXPROCS; the
 // float32 result is the float64 one rounded once.
 func TestAddLaplaceChunkingInvariance(t *testing.T) {
+	checkChunkingInvariance(t, AddLaplaceAt[float32], 81)
 	const n = 5*parMin + 77
 	key := NoiseKey{Seed: 5, Step: 6, Tensor: 2}
 	want := make([]float32, n)
 	AddLaplace(want, 1.3, key)
-
-	prev := runtime.GOMAXPROCS(1)
-	one := make([]float32, n)
-	AddLaplace(one, 1.3, key)
-	runtime.GOMAXPROCS(prev)
-	if !slices.Equal(one, want) {
-		t.Fatal("GOMAXPROCS(1) result differs")
-	}
-
-	rng := rand.New(rand.NewPCG(81, 82))
-	for trial := range 10 {
-		cuts := []int{0, n}
-		for range 1 + rng.IntN(12) {
-			cuts = append(cuts, rng.IntN(n))
-		}
-		slices.Sort(cuts)
-		got := make([]float32, n)
-		var wg sync.WaitGroup
-		for c := range len(cuts) - 1 {
-			lo, hi := cuts[c], cuts[c+1]
-			wg.Go(func() { AddLaplaceAt(got[lo:hi], 1.3, key, uint64(lo)) })
-		}
-		wg.Wait()
-		if !slices.Equal(got, want) {
-			t.Fatalf("trial %d: cuts %v give a different result", trial, cuts)
-		}
-	}
 
 	w64 := make([]float64, n)
 	AddLaplace(w64, 1.3, key)
