@@ -114,8 +114,7 @@ type ageTVRow struct {
 }
 
 func ageTV(args []string, stdout io.Writer) error {
-	var p, q float64
-	var maxAge int
+	p, q, maxAge := 0.1, 0.2, 15 // seed 003's first client, and the default t_agg
 	var chainText, matrixFile, initText string
 	var jsonOut bool
 	fs := flag.NewFlagSet("dpsgd ageaware tv", flag.ContinueOnError)
@@ -132,9 +131,6 @@ func ageTV(args []string, stdout io.Writer) error {
 	}
 	if err != nil {
 		return err
-	}
-	if !set["max-age"] {
-		maxAge = 15
 	}
 	if maxAge > 1_000_000 {
 		return usagef("--max-age %d: out of range [0, 1000000]", maxAge)
@@ -169,12 +165,6 @@ func ageTV(args []string, stdout io.Writer) error {
 		}
 		source = "--matrix"
 	default:
-		if !set["p"] {
-			p = 0.1
-		}
-		if !set["q"] {
-			q = 0.2
-		}
 		if rows, err = datasets.BirthDeathChain(p, q); err != nil {
 			return usagef("--p %v, --q %v: want p, q >= 0 and p + q <= 1", p, q)
 		}
@@ -303,7 +293,7 @@ type ageFinding struct {
 }
 
 func ageParseSimFlags(args []string, stdout io.Writer) (*ageSimFlags, error) {
-	f := &ageSimFlags{}
+	f := &ageSimFlags{epsMin: 0.01, epsMax: 3, seed: 1, aggTime: ageng.DefaultAggTime}
 	fs := flag.NewFlagSet("dpsgd ageaware simulate", flag.ContinueOnError)
 	fs.Var(realFlag{&f.epsMin}, "eps-min", "smallest target ε̄ (default 0.01)")
 	fs.Var(realFlag{&f.epsMax}, "eps-max", "largest target ε̄ (default 3)")
@@ -323,36 +313,14 @@ func ageParseSimFlags(args []string, stdout io.Writer) (*ageSimFlags, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !set["eps-min"] {
-		f.epsMin = 0.01
+	// Defaults: the seed's setting; --quick shrinks the grid and the trials.
+	points, trials, searchTrials := 10, 4000, 2000
+	if f.quick {
+		points, trials, searchTrials = 3, 300, 200
 	}
-	if !set["eps-max"] {
-		f.epsMax = 3
-	}
-	if !set["eps-points"] {
-		f.epsPoints = 10
-		if f.quick {
-			f.epsPoints = 3
-		}
-	}
-	if !set["trials"] {
-		f.trials = 4000
-		if f.quick {
-			f.trials = 300
-		}
-	}
-	if !set["search-trials"] {
-		f.searchTrial = 2000
-		if f.quick {
-			f.searchTrial = 200
-		}
-	}
-	if !set["seed"] {
-		f.seed = 1
-	}
-	if !set["t-agg"] {
-		f.aggTime = ageng.DefaultAggTime
-	}
+	orPreset(set["eps-points"], &f.epsPoints, points)
+	orPreset(set["trials"], &f.trials, trials)
+	orPreset(set["search-trials"], &f.searchTrial, searchTrials)
 	switch {
 	case !(f.epsMin > 0):
 		return nil, usagef("--eps-min %v: out of range (0, +Inf), want a target ε̄ > 0", f.epsMin)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/kernels"
@@ -24,7 +23,7 @@ func (f *trainFlags) checkNoise() error {
 				return usagef("--%s does not apply to --noise ball: it gives (0, δ) guarantees only; give --radius and/or --delta (the total δ)", name)
 			}
 		}
-		if f.set["radius"] && !(f.radius > 0 && f.radius*max(f.clip, 1) <= kernels.MaxBallRadius) {
+		if f.set["radius"] && !(f.radius > 0 && f.radius <= kernels.MaxBallRadius) {
 			return usagef("--radius %v: want a value in (0, %g]", f.radius, kernels.MaxBallRadius)
 		}
 	case "laplace":
@@ -77,10 +76,10 @@ func (f *trainFlags) resolveBall(rc *runConfig) error {
 		if r, err = accounting.SolveRadius(rc.spec, steps, budget); err != nil {
 			return usagef("--delta %v over %d epochs with --noise ball: %v", f.delta, f.epochs, err)
 		}
-		if !(r > 0) || r > kernels.MaxBallRadius || math.IsInf(r, 0) {
-			return usagef("--delta %v over %d epochs with --noise ball: calibrated radius %v out of range (0, %g]", f.delta, f.epochs, r, kernels.MaxBallRadius)
-		}
 		rc.sigmaSource = fmt.Sprintf("radius calibrated to a total δ = %g over %d epochs", f.delta, f.epochs)
+	}
+	if !(r > 0 && r <= kernels.MaxBallRadius) {
+		return usagef("--noise ball: radius r·C = %v (%s) out of range (0, %g]", r, rc.sigmaSource, kernels.MaxBallRadius)
 	}
 	rc.cfg.Radius, rc.cfg.Sigma = r, 0
 	acc, err := rc.newAcc(r)
