@@ -63,3 +63,10 @@ adult: build
 
 clean:
 	rm -rf bin
+
+# Rebuild kernels/cuda/dpsgd.ptx from dpsgd.cu: nvcc (compute_90) when present, else clang
+# (CLANG=path; clang-14 from Debian works unpacked, without CUDA). The PTX is committed;
+# TestPTXMatchesSource fails when dpsgd.cu changed and the PTX was not rebuilt.
+.PHONY: ptx
+ptx:
+	sh kernels/cuda/mkptx.sh

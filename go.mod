@@ -4,6 +4,9 @@ go 1.26.8
 
 require (
 	github.com/chewxy/hm v1.0.0
+	// The CUDA driver and cuBLAS are loaded at run time with purego, so the binary builds with
+	// CGO_ENABLED=0 (../shared/docs/gpu-and-gorgonia.md §3.4; v0.11.3 is the version measured there).
+	github.com/ebitengine/purego v0.11.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0
@@ -37,6 +40,8 @@ require (
 	gorgonia.org/vecf64 v0.9.0 // indirect
 )
 
+require gonum.org/v1/plot v0.15.2
+
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.1.0 // indirect
@@ -48,5 +53,4 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.25.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
-	gonum.org/v1/plot v0.15.2 // indirect
 )

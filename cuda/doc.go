@@ -1,7 +1,20 @@
-// Package cuda is the device layer of dpsgd: it will load the CUDA driver API and
-// cuBLAS at run time (no cgo), own the primary context on one OS-locked goroutine,
-// and launch the PTX kernels embedded by package kernels.
+// Package cuda is the device layer of dpsgd: it loads the CUDA driver API (libcuda.so.1) and
+// cuBLAS at run time with purego, so the one CGO_ENABLED=0 binary runs with or without a GPU;
+// owns the device's primary context on one goroutine locked to its OS thread (every CUDA call
+// goes through that goroutine's request channel, so callers on any goroutine are safe, and
+// every request has a deadline, so a hung driver gives ErrTimeout rather than a hang); keeps a
+// pool of device memory in power-of-two size classes; loads the PTX embedded by package
+// github.com/dpsgd/dpsgd/kernels/cuda and launches its kernels; and runs the dense DP-SGD step
+// (forward, backward with per-example errors, ghost norms, clipping, clipped sums by cuBLAS
+// GEMM, noise, update) on the device with the data kept there across steps (Trainer).
 //
-// Until the GPU issue lands this package holds no code: every backend in the engine
-// is the CPU one, and `--device auto` resolves to the CPU.
+// Errors name the CUDA call and the CUDA error (cuGetErrorName) and wrap one of the sentinels
+// ErrNoDriver, ErrNoDevice, ErrOutOfMemory, ErrModuleLoad, ErrLaunch, ErrBLAS, ErrTimeout,
+// ErrClosed, so callers fall back to the CPU with errors.Is. Nothing here panics on a driver
+// failure.
+//
+// The kernels reproduce the CPU kernels of package kernels: the noise streams (Gaussian,
+// Laplace, ball) bit for bit before the final rounding to float32, the norms, clip
+// coefficients and clipped sums to float32 rounding. The tests run the whole path through a
+// fake libcuda/libcublas (cuda/testdata/fake, built with gcc) that executes the same dpsgd.cu.
 package cuda

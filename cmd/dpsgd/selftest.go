@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dpsgd/dpsgd/cuda"
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+	"gorgonia.org/tensor"
+)
+
+const selftestHeader = `dpsgd selftest: check every CUDA kernel against the CPU backend on random inputs
+(float32 within 1e-5 relative; noise: the same stream, then mean/std/kurtosis over --draws
+normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
+generation and the DP step against the non-private step on the device.
+
+Usage: dpsgd selftest [flags]`
+
+// selftestCheck is one kernel comparison.
+type selftestCheck struct {
+	Kernel string   `json:"kernel"`
+	MaxErr *float64 `json:"max_rel_err"`
+	Tol    float64  `json:"tolerance"`
+	OK     bool     `json:"ok"`
+}
+
+type selftestResult struct {
+	Device      string          `json:"device"`
+	Checks      []selftestCheck `json:"checks"`
+	Draws       int             `json:"draws"`
+	Mean        *float64        `json:"noise_mean"`
+	Std         *float64        `json:"noise_std"`
+	Kurtosis    *float64        `json:"noise_kurtosis"`
+	NoiseOK     bool            `json:"noise_ok"`
+	ClipNoiseGB *float64        `json:"clip_noise_gb_per_s"`
+	ClipNoiseMs *float64        `json:"clip_noise_ms"`
+	NoiseGS     *float64        `json:"noise_gsamples_per_s"`
+	DPStepMs    *float64        `json:"dp_step_ms"`
+	PlainStepMs *float64        `json:"nonprivate_step_ms"`
+	Ratio       *float64        `json:"dp_over_nonprivate"`
+	Batch       int             `json:"batch"`
+	OK          bool            `json:"ok"`
+}
+
+func selftestPtr(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// cmdSelftest runs `dpsgd selftest`: exit 0 when every check passes, 1 when one fails, 2 for
+// a usage error or no usable GPU.
+func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	draws, batch, reps := 1_000_000, 256, 5
+	asJSON, bench := false, true
+	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (10^8 on a real GPU)")
+	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark")
+	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark")
+	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	if _, err := parseFlags(fs, args, stdout, selftestHeader); err != nil {
+		return err
+	}
+	if draws > 1<<33 {
+		return usagef("--draws %d: want at most 2^33", draws)
+	}
+	d, err := cuda.Open(cuda.Options{})
+	if err != nil {
+		return usagef("selftest needs a GPU: %v", err)
+	}
+	defer d.Close()
+	res := selftestResult{Device: d.Info().String(), Draws: draws, Batch: batch}
+	res.Checks, err = selftestKernels(d)
+	if err != nil {
+		return err
+	}
+	m, s, k, err := selftestMoments(ctx, d, draws)
+	if err != nil {
+		return err
+	}
+	res.Mean, res.Std, res.Kurtosis = selftestPtr(m), selftestPtr(s), selftestPtr(k)
+	// 5 standard errors: mean σ/√n, std ≈ σ/√(2n), kurtosis ≈ √(24/n).
+	n := float64(draws)
+	res.NoiseOK = math.Abs(m) < 5/math.Sqrt(n) && math.Abs(s-1) < 5/math.Sqrt(2*n) && math.Abs(k-3) < 5*math.Sqrt(24/n)
+	res.OK = res.NoiseOK
+	for _, c := range res.Checks {
+		res.OK = res.OK && c.OK
+	}
+	if bench {
+		if err := selftestBench(d, batch, reps, &res); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := printJSON(stdout, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "device: %s\n", res.Device)
+		for _, c := range res.Checks {
+			fmt.Fprintf(stdout, "  %-22s max rel err %-10s tol %g  %s\n", c.Kernel, selftestFmt(c.MaxErr), c.Tol, map[bool]string{true: "ok", false: "FAIL"}[c.OK])
+		}
+		fmt.Fprintf(stdout, "noise over %d draws: mean %s std %s kurtosis %s  %s\n", draws, selftestFmt(res.Mean), selftestFmt(res.Std), selftestFmt(res.Kurtosis), map[bool]string{true: "ok", false: "FAIL"}[res.NoiseOK])
+		if bench {
+			fmt.Fprintf(stdout, "clip+noise (batch %d, MLP 784-256-10): %s ms, %s GB/s; noise %s G samples/s; DP step %s ms vs non-private %s ms (ratio %s)\n",
+				batch, selftestFmt(res.ClipNoiseMs), selftestFmt(res.ClipNoiseGB), selftestFmt(res.NoiseGS), selftestFmt(res.DPStepMs), selftestFmt(res.PlainStepMs), selftestFmt(res.Ratio))
+		}
+	}
+	if !res.OK {
+		return errors.New("selftest: some checks failed")
+	}
+	return nil
+}
+
+func selftestFmt(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.4g", *v)
+}
+
+// selftestMaxRel is max_i |g_i − w_i| / max(|w_i|, floor), the floor being 1e-2·max|w| so
+// that sums that cancel are judged against the vector's scale.
+func selftestMaxRel(got, want []float32) float64 {
+	scale := 0.0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	worst := 0.0
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) != math.IsNaN(w) {
+			return math.Inf(1)
+		}
+		if math.IsNaN(g) {
+			continue
+		}
+		worst = math.Max(worst, math.Abs(g-w)/math.Max(math.Max(math.Abs(w), scale*1e-2), 1e-30))
+	}
+	return worst
+}
+
+func selftestF32(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// selftestKernels compares every kernel group with the CPU kernels on random inputs.
+func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
+	rng := rand.New(rand.NewPCG(2026, 11))
+	var out []selftestCheck
+	add := func(name string, err float64, tol float64) {
+		out = append(out, selftestCheck{Kernel: name, MaxErr: selftestPtr(err), Tol: tol, OK: err <= tol})
+	}
+	var bufs []cuda.Buffer
+	defer func() {
+		for _, b := range bufs {
+			d.Free(b)
+		}
+	}()
+	alloc := func(bytes int) (cuda.Buffer, error) {
+		b, err := d.Alloc(bytes)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	const b, din, h = 256, 784, 64
+	a, e := selftestF32(rng, b*din), selftestF32(rng, b*h)
+	asq, esq, norm2, coef := make([]float64, b), make([]float64, b), make([]float64, b), make([]float64, b)
+	kernels.RowSqNorms(asq, a, b, din)
+	kernels.RowSqNorms(esq, e, b, h)
+	kernels.GhostAccum(norm2, asq, esq, true)
+	kernels.ClipCoefs(coef, norm2, nil, 30)
+	wantW, wantB := make([]float32, din*h), make([]float32, h)
+	kernels.ClippedSum(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h))
+	A, err := alloc(b * din * 4)
+	if err != nil {
+		return nil, err
+	}
+	E, _ := alloc(b * h * 4)
+	Asq, _ := alloc(b * 8)
+	Esq, _ := alloc(b * 8)
+	N2, _ := alloc(b * 8)
+	C, _ := alloc(b * 8)
+	W, _ := alloc(din * h * 4)
+	B, _ := alloc(h * 4)
+	S, err := alloc(b * h * 4)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(cuda.Upload(d, A, a), cuda.Upload(d, E, e), d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h),
+		d.Zero(N2, b*8), d.GhostAccum(N2, Asq, Esq, b, true), d.ClipCoefs(C, N2, cuda.Buffer{}, 30, b),
+		d.ClippedSum(W, B, A, E, b, din, h, C, S)); err != nil {
+		return nil, err
+	}
+	gn2, gc := make([]float64, b), make([]float64, b)
+	gw, gb := make([]float32, din*h), make([]float32, h)
+	if err := errors.Join(cuda.Download(d, gn2, N2), cuda.Download(d, gc, C), cuda.Download(d, gw, W), cuda.Download(d, gb, B)); err != nil {
+		return nil, err
+	}
+	rel := func(x, y []float64) float64 {
+		w := 0.0
+		for i := range x {
+			w = math.Max(w, math.Abs(x[i]-y[i])/math.Max(math.Abs(y[i]), 1e-300))
+		}
+		return w
+	}
+	add("row_sqnorm+ghost_accum", rel(gn2, norm2), 1e-12)
+	add("clip_coef", rel(gc, coef), 1e-12)
+	add("clipped_sum (cuBLAS)", selftestMaxRel(gw, wantW), 1e-5)
+	add("col_sum (bias)", selftestMaxRel(gb, wantB), 1e-5)
+
+	const n = 1 << 16
+	key := kernels.NoiseKey{Seed: rng.Uint64(), Step: 7, Tensor: 2}
+	x := selftestF32(rng, n)
+	G, err := alloc(n * 4)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		name string
+		cpu  func([]float32)
+		dev  func() error
+	}{
+		{"gaussian (same stream)", func(v []float32) { kernels.AddGaussianAt(v, 2, key, 3) }, func() error { return d.AddGaussian(G, n, 2, key, 3) }},
+		{"laplace (same stream)", func(v []float32) { kernels.AddLaplace(v, 0.5, key) }, func() error { return d.AddLaplace(G, n, 0.5, key) }},
+		{"ball (same draw)", func(v []float32) { kernels.AddBall([][]float32{v}, 3, key) }, func() error { return d.AddBall([]cuda.Buffer{G}, []int{n}, 3, key) }},
+	} {
+		want := append([]float32(nil), x...)
+		c.cpu(want)
+		got := make([]float32, n)
+		if err := errors.Join(cuda.Upload(d, G, x), c.dev(), cuda.Download(d, got, G)); err != nil {
+			return nil, err
+		}
+		add(c.name, selftestMaxRel(got, want), 1e-6)
+	}
+	// A one-step check of the whole dense DP step against the CPU oracle is in the cuda
+	// package's tests; here the layer kernels are checked against closed forms.
+	z := selftestF32(rng, n)
+	Z, _ := alloc(n * 4)
+	H, err := alloc(n * 4)
+	if err != nil {
+		return nil, err
+	}
+	for _, tanh := range []bool{false, true} {
+		got := make([]float32, n)
+		if err := errors.Join(cuda.Upload(d, Z, z), d.Activate(H, Z, n, tanh), cuda.Download(d, got, H)); err != nil {
+			return nil, err
+		}
+		want := make([]float32, n)
+		for i, v := range z {
+			if tanh {
+				want[i] = float32(math.Tanh(float64(v)))
+			} else {
+				want[i] = float32(math.Max(float64(v), 0))
+			}
+		}
+		name := map[bool]string{false: "relu", true: "tanh"}[tanh]
+		add(name, selftestMaxRel(got, want), 1e-5)
+	}
+	return out, nil
+}
+
+// selftestMoments draws `draws` standard normals on the device (FillGaussian, chunks of 2²²)
+// and returns their mean, standard deviation and kurtosis (3 for a normal).
+func selftestMoments(ctx context.Context, d *cuda.Device, draws int) (mean, std, kurt float64, err error) {
+	const chunk = 1 << 22
+	g, err := d.Alloc(min(draws, chunk) * 4)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer d.Free(g)
+	buf := make([]float32, min(draws, chunk))
+	var s1, s2, s4 float64
+	key := kernels.NoiseKey{Seed: 0x5e1f7e57, Step: 1}
+	for off := 0; off < draws; off += chunk {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, 0, err
+		}
+		m := min(chunk, draws-off)
+		if err := errors.Join(d.FillGaussian(g, m, key, uint64(off)), cuda.Download(d, buf[:m], g)); err != nil {
+			return 0, 0, 0, err
+		}
+		for _, v := range buf[:m] {
+			x := float64(v)
+			s1 += x
+			x2 := x * x
+			s2 += x2
+			s4 += x2 * x2
+		}
+	}
+	n := float64(draws)
+	mean = s1 / n
+	v := s2/n - mean*mean
+	return mean, math.Sqrt(v), (s4 / n) / (v * v), nil
+}
+
+// selftestBench times, on an MLP 784-256-10 at the given batch: the clip+noise part (ghost
+// norms of both layers, clip coefficients, clipped sums, Gaussian noise) with CUDA events and
+// its bytes; noise generation (min(2²⁴, max(draws, 2¹⁶)) normals); the whole DP step against the non-private step.
+func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
+	arch := nn.MLP([]int{784}, 10, []int{256}, nn.ReLU)
+	ds := &datasets.Dataset{Name: "bench", N: 4 * batch, D: 784, Classes: 10, X: make([]float32, 4*batch*784), Y: make([]int, 4*batch), Shape: []int{784}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range ds.X {
+		ds.X[i] = float32(rng.Float64())
+	}
+	for i := range ds.Y {
+		ds.Y[i] = rng.IntN(10)
+	}
+	idx := make([]int, batch)
+	for i := range idx {
+		idx[i] = i
+	}
+	timeSteps := func(nonPrivate bool) (float64, error) {
+		p, err := nn.NewParams(arch, tensor.Float32, 1)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := cuda.NewTrainer(d, cuda.TrainerConfig{Arch: arch, PhysicalBatch: batch, Clip: 1, Sigma: 1, NonPrivate: nonPrivate, NoiseSeed: 3}, p, ds)
+		if err != nil {
+			return 0, err
+		}
+		defer tr.Close()
+		if _, err := tr.Step(idx, 0, float64(batch), 0.01); err != nil { // warm-up
+			return 0, err
+		}
+		start := time.Now()
+		for s := range reps {
+			if _, err := tr.Step(idx, s+1, float64(batch), 0.01); err != nil {
+				return 0, err
+			}
+		}
+		return float64(time.Since(start).Microseconds()) / 1e3 / float64(reps), nil
+	}
+	dp, err := timeSteps(false)
+	if err != nil {
+		return err
+	}
+	plain, err := timeSteps(true)
+	if err != nil {
+		return err
+	}
+	res.DPStepMs, res.PlainStepMs, res.Ratio = selftestPtr(dp), selftestPtr(plain), selftestPtr(dp/plain)
+
+	// The clip+noise part alone, layer 1 (784→256) and layer 2 (256→10).
+	type lay struct{ in, out int }
+	ls := []lay{{784, 256}, {256, 10}}
+	var bufs []cuda.Buffer
+	defer func() {
+		for _, b := range bufs {
+			d.Free(b)
+		}
+	}()
+	alloc := func(n int) cuda.Buffer {
+		b, e := d.Alloc(n)
+		if e != nil && err == nil {
+			err = e
+		}
+		bufs = append(bufs, b)
+		return b
+	}
+	var A, E, W, Bb []cuda.Buffer
+	for _, l := range ls {
+		a := alloc(batch * l.in * 4)
+		e := alloc(batch * l.out * 4)
+		if err == nil {
+			err = errors.Join(cuda.Upload(d, a, selftestF32(rng, batch*l.in)), cuda.Upload(d, e, selftestF32(rng, batch*l.out)))
+		}
+		A, E, W, Bb = append(A, a), append(E, e), append(W, alloc(l.in*l.out*4)), append(Bb, alloc(l.out*4))
+	}
+	asq, esq, n2, c, s := alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*256*4)
+	if err != nil {
+		return err
+	}
+	var bytes float64
+	for _, l := range ls {
+		// norms read A and E; the clipped sum reads A, E, writes S, reads S (bias, GEMM), writes W, b;
+		// the noise reads and writes W and b.
+		bytes += 4 * float64(2*batch*l.in+4*batch*l.out+3*(l.in*l.out+l.out))
+	}
+	el, err := d.Elapsed(func() error {
+		for r := range reps {
+			if err := d.Zero(n2, batch*8); err != nil {
+				return err
+			}
+			for i, l := range ls {
+				if err := errors.Join(d.RowSqNorms(asq, A[i], batch, l.in), d.RowSqNorms(esq, E[i], batch, l.out), d.GhostAccum(n2, asq, esq, batch, true)); err != nil {
+					return err
+				}
+			}
+			if err := d.ClipCoefs(c, n2, cuda.Buffer{}, 1, batch); err != nil {
+				return err
+			}
+			for i, l := range ls {
+				if err := errors.Join(d.ClippedSum(W[i], Bb[i], A[i], E[i], batch, l.in, l.out, c, s),
+					d.AddGaussian(W[i], l.in*l.out, 1, kernels.NoiseKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
+					d.AddGaussian(Bb[i], l.out, 1, kernels.NoiseKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ms := el.Seconds() * 1e3 / float64(reps)
+	res.ClipNoiseMs = selftestPtr(ms)
+	res.ClipNoiseGB = selftestPtr(bytes / (ms * 1e-3) / 1e9)
+
+	nn24 := min(1<<24, max(res.Draws, 1<<16))
+	g := alloc(nn24 * 4)
+	if err != nil {
+		return err
+	}
+	el, err = d.Elapsed(func() error {
+		for r := range reps {
+			if err := d.FillGaussian(g, nn24, kernels.NoiseKey{Seed: 9, Step: uint64(r)}, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.NoiseGS = selftestPtr(float64(nn24) * float64(reps) / el.Seconds() / 1e9)
+	return nil
+}

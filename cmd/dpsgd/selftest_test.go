@@ -1,0 +1,105 @@
+package main
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/cuda"
+)
+
+// selftestFake builds the fake CUDA driver (cuda/testdata/fake) and points DPSGD_LIBCUDA and
+// DPSGD_LIBCUBLAS at it.
+//
+// It is built once per test binary: a process must not load two fake drivers (the second
+// cuBLAS would bind to the first driver by soname). Later tests reuse the paths of the first
+// build; the loader finds the libraries already loaded under those names.
+func selftestFake(t *testing.T) {
+	t.Helper()
+	selftestFakeOnce.Do(func() {
+		selftestFakeLibs[0], selftestFakeLibs[1], selftestFakeErr = cuda.BuildFakeDriver(t.TempDir())
+	})
+	if selftestFakeErr != nil {
+		t.Skip("fake CUDA driver unavailable: " + selftestFakeErr.Error())
+	}
+	t.Setenv(cuda.EnvLibCUDA, selftestFakeLibs[0])
+	t.Setenv(cuda.EnvLibCUBLAS, selftestFakeLibs[1])
+}
+
+var (
+	selftestFakeOnce sync.Once
+	selftestFakeLibs [2]string
+	selftestFakeErr  error
+)
+
+func TestSelftestFake(t *testing.T) {
+	selftestFake(t)
+	var o, e strings.Builder
+	err := cmdSelftest(t.Context(), []string{"--draws", "200000", "--batch", "16", "--reps", "1", "--json"}, &o, &e)
+	if err != nil {
+		t.Fatalf("selftest: %v\n%s%s", err, o.String(), e.String())
+	}
+	m := lastJSON(t, o.String())
+	if m["ok"] != true || m["noise_ok"] != true || !strings.Contains(m["device"].(string), "FakeGPU-0") {
+		t.Fatalf("result %v", m)
+	}
+	checks := m["checks"].([]any)
+	if len(checks) < 9 {
+		t.Fatalf("%d checks", len(checks))
+	}
+	for _, c := range checks {
+		c := c.(map[string]any)
+		if c["ok"] != true || c["max_rel_err"] == nil {
+			t.Fatalf("check %v", c)
+		}
+		// Same stream: at most one float32 ulp apart (the device matches the scalar
+		// reference kernels.NoiseKey.Normal; see the cuda package's bit-exact tests).
+		if strings.Contains(c["kernel"].(string), "same") && c["max_rel_err"].(float64) > 1.2e-7 {
+			t.Fatalf("noise stream differs from the CPU's: %v", c)
+		}
+	}
+	for _, k := range []string{"clip_noise_gb_per_s", "noise_gsamples_per_s", "dp_over_nonprivate"} {
+		if v, ok := m[k].(float64); !ok || !(v > 0) {
+			t.Fatalf("%s = %v", k, m[k])
+		}
+	}
+}
+
+func TestSelftestNoGPUIsUsageError(t *testing.T) {
+	t.Setenv(cuda.EnvLibCUDA, "/nonexistent/libcuda.so.1")
+	err := cmdSelftest(t.Context(), []string{"--bench=false"}, &strings.Builder{}, &strings.Builder{})
+	if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "nonexistent") {
+		t.Fatalf("err = %v, want a usage error naming the library", err)
+	}
+	if err := cmdSelftest(t.Context(), []string{"--draws", "5"}, &strings.Builder{}, &strings.Builder{}); err == nil {
+		t.Fatal("--draws 5 accepted")
+	}
+}
+
+func TestDeviceResolve(t *testing.T) {
+	t.Setenv(cuda.EnvLibCUDA, "/nonexistent/libcuda.so.1")
+	var e strings.Builder
+	use, err := deviceResolve("auto", &e)
+	if use || err != nil || !strings.Contains(e.String(), "running on the CPU") || strings.Count(e.String(), "\n") != 1 {
+		t.Fatalf("auto without a GPU: %v %v %q", use, err, e.String())
+	}
+	if _, err := deviceResolve("cuda", &e); err == nil {
+		t.Fatal("--device cuda without a GPU accepted")
+	} else if _, ok := err.(usageError); !ok {
+		t.Fatalf("--device cuda: %T %v, want a usage error", err, err)
+	}
+	e.Reset()
+	if use, err := deviceResolve("cpu", &e); use || err != nil || e.Len() != 0 {
+		t.Fatalf("cpu: %v %v %q", use, err, e.String())
+	}
+	if _, err := deviceResolve("tpu", &e); err == nil {
+		t.Fatal("--device tpu accepted")
+	}
+	selftestFake(t)
+	for _, name := range []string{"auto", "cuda"} {
+		e.Reset()
+		if use, err := deviceResolve(name, &e); !use || err != nil || e.Len() != 0 {
+			t.Fatalf("%s with the fake GPU: %v %v %q", name, use, err, e.String())
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpsgd/dpsgd/kernels"
+)
+
+// Launch shapes of the kernels (dpsgd.cu): row kernels take one block of rowThreads threads
+// per row; the others are grid-stride loops over blocks of blockThreads threads.
+const (
+	rowThreads   = 128
+	blockThreads = 256
+	maxGrid      = 1 << 16
+)
+
+func grid(n int64) Dim {
+	g := (n + blockThreads - 1) / blockThreads
+	return Dim{Grid: uint32(min(max(g, 1), maxGrid)), Block: blockThreads}
+}
+
+// fits checks that b holds elems elements of size bytes (the zero Buffer fits nothing but 0).
+func fits(name string, b Buffer, elems, size int) error {
+	if elems < 0 {
+		return fmt.Errorf("cuda: %s: negative length %d", name, elems)
+	}
+	if elems*size > b.bytes {
+		return fmt.Errorf("cuda: %s holds %d bytes, need %d (%d elements)", name, b.bytes, elems*size, elems)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// RowSqNorms sets dst[i] = Σⱼ a[i·cols+j]² (float64) for the rows×cols float32 matrix a, as
+// kernels.RowSqNorms (summed in double, in a tree order).
+func (d *Device) RowSqNorms(dst, a Buffer, rows, cols int) error {
+	if err := firstErr(fits("RowSqNorms dst", dst, rows, 8), fits("RowSqNorms a", a, rows*cols, 4)); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	return d.Launch("row_sqnorm_f32", Dim{Grid: uint32(rows), Block: rowThreads}, dst, a, int32(rows), int32(cols))
+}
+
+// GhostAccum sets norm2[i] += (asq[i] + β)·esq[i], β = 1 with a bias (kernels.GhostAccum).
+func (d *Device) GhostAccum(norm2, asq, esq Buffer, n int, hasBias bool) error {
+	if err := firstErr(fits("GhostAccum norm2", norm2, n, 8), fits("GhostAccum asq", asq, n, 8), fits("GhostAccum esq", esq, n, 8)); err != nil {
+		return err
+	}
+	beta := 0.0
+	if hasBias {
+		beta = 1
+	}
+	return d.Launch("ghost_accum", grid(int64(n)), norm2, asq, esq, int32(n), beta)
+}
+
+// ClipCoefs sets coef[i] = mask[i]·min(1, clip/√norm2[i]), 0 where norm2[i] is NaN, ±Inf or
+// negative (kernels.ClipCoefs); the zero Buffer as mask means all ones. clip must be > 0.
+func (d *Device) ClipCoefs(coef, norm2, mask Buffer, clip float64, n int) error {
+	if !(clip > 0) {
+		return fmt.Errorf("cuda: ClipCoefs clip %v: want > 0 or +Inf", clip)
+	}
+	if err := firstErr(fits("ClipCoefs coef", coef, n, 8), fits("ClipCoefs norm2", norm2, n, 8)); err != nil {
+		return err
+	}
+	if mask.ptr != 0 {
+		if err := fits("ClipCoefs mask", mask, n, 8); err != nil {
+			return err
+		}
+	}
+	return d.Launch("clip_coef", grid(int64(n)), coef, norm2, mask, clip, int32(n))
+}
+
+// ScaleRows sets dst row i = float32(c[i])·src row i, exactly 0 where c[i] = 0
+// (kernels.ScaleRows; dst may be src).
+func (d *Device) ScaleRows(dst, src Buffer, rows, cols int, c Buffer) error {
+	if err := firstErr(fits("ScaleRows dst", dst, rows*cols, 4), fits("ScaleRows src", src, rows*cols, 4), fits("ScaleRows c", c, rows, 8)); err != nil {
+		return err
+	}
+	return d.Launch("scale_rows_f32", grid(int64(rows*cols)), dst, src, int32(rows), int32(cols), c)
+}
+
+// ClippedSum computes one dense layer's clipped sums (kernels.ClippedSum): scratch =
+// diag(c)·E, dstB = 1ᵀ·scratch (float, rows in order) and dstW = Aᵀ·scratch by one cuBLAS
+// GEMM, for A b×din and E b×h. Rows of A with c = 0 are set to 0 first (a dropped row that
+// is not finite must not reach the GEMM), so A is modified. dstB may be the zero Buffer.
+func (d *Device) ClippedSum(dstW, dstB, a, e Buffer, b, din, h int, c, scratch Buffer) error {
+	if err := firstErr(fits("ClippedSum dstW", dstW, din*h, 4), fits("ClippedSum a", a, b*din, 4), fits("ClippedSum e", e, b*h, 4),
+		fits("ClippedSum c", c, b, 8), fits("ClippedSum scratch", scratch, b*h, 4)); err != nil {
+		return err
+	}
+	if err := d.Launch("zero_rows_f32", grid(int64(b*din)), a, int32(b), int32(din), c); err != nil {
+		return err
+	}
+	if err := d.ScaleRows(scratch, e, b, h, c); err != nil {
+		return err
+	}
+	if dstB.ptr != 0 {
+		if err := fits("ClippedSum dstB", dstB, h, 4); err != nil {
+			return err
+		}
+		if err := d.Launch("col_sum_f32", grid(int64(h)), dstB, scratch, int32(b), int32(h)); err != nil {
+			return err
+		}
+	}
+	if b == 0 {
+		return d.Zero(dstW, din*h*4)
+	}
+	return d.Sgemm(true, false, din, h, b, 1, a, din, scratch, h, 0, dstW, h)
+}
+
+func checkStream(n int, offset uint64) error {
+	if offset > kernels.MaxStreamLen || uint64(n) > kernels.MaxStreamLen-offset {
+		return fmt.Errorf("cuda: noise window [%d, %d) exceeds MaxStreamLen = 2³³", offset, offset+uint64(n))
+	}
+	return nil
+}
+
+// AddGaussian adds std·z_{offset+k} to the float32 g[k], k < n, from the stream key: the same
+// numbers as kernels.AddGaussianAt (one float64 FMA, then the rounding to float32). std must
+// be finite.
+func (d *Device) AddGaussian(g Buffer, n int, std float64, key kernels.NoiseKey, offset uint64) error {
+	if math.IsNaN(std) || math.IsInf(std, 0) {
+		return fmt.Errorf("cuda: AddGaussian std %v: want a finite value", std)
+	}
+	return d.gaussian(g, n, std, Buffer{}, key, offset, false)
+}
+
+// FillGaussian sets the float32 g[k] = z_{offset+k}, k < n (kernels.FillGaussianAt).
+func (d *Device) FillGaussian(g Buffer, n int, key kernels.NoiseKey, offset uint64) error {
+	return d.gaussian(g, n, 0, Buffer{}, key, offset, true)
+}
+
+func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key kernels.NoiseKey, offset uint64, fill bool) error {
+	if err := firstErr(fits("AddGaussian g", g, n, 4), checkStream(n, offset)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	blocks := int64((offset+uint64(n)+1)>>1 - offset>>1)
+	f := int32(0)
+	if fill {
+		f = 1
+	}
+	return d.Launch("gaussian_f32", grid(blocks), g, int64(n), std, stdp, key.Seed, key.Step, key.Tensor, offset, f)
+}
+
+// AddLaplace adds scale·x_k to the float32 g[k], k < n, x the unit Laplace stream of key
+// (kernels.AddLaplace). scale must be finite and ≥ 0.
+func (d *Device) AddLaplace(g Buffer, n int, scale float64, key kernels.NoiseKey) error {
+	if !(scale >= 0) || math.IsInf(scale, 0) {
+		return fmt.Errorf("cuda: AddLaplace scale %v: want a finite value ≥ 0", scale)
+	}
+	if err := firstErr(fits("AddLaplace g", g, n, 4), checkStream(n, 0)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return d.Launch("laplace_f32", grid(int64((n+1)/2)), g, int64(n), scale, key.Seed, key.Step, key.Tensor, uint64(0))
+}
+
+// AddBall adds to the float32 tensors gs (lengths lens), together one vector of dimension
+// d = Σ lens, one draw uniform in the d-ball of the given radius, exactly as kernels.AddBall
+// keys and sums it (the ‖g‖² partial sums, their order and the scale are computed on the
+// device; nothing goes back to the host).
+func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key kernels.NoiseKey) error {
+	if len(gs) != len(lens) {
+		return fmt.Errorf("cuda: AddBall: %d tensors, %d lengths", len(gs), len(lens))
+	}
+	if !(radius >= 0 && radius <= kernels.MaxBallRadius) {
+		return fmt.Errorf("cuda: AddBall radius %v: want a value in [0, %g]", radius, kernels.MaxBallRadius)
+	}
+	if uint64(key.Tensor)+uint64(len(gs)) > uint64(kernels.BallRadiusTensor) {
+		return fmt.Errorf("cuda: AddBall tensor ids %d…%d reach BallRadiusTensor", key.Tensor, uint64(key.Tensor)+uint64(len(gs))-1)
+	}
+	total, chunks := 0, 0
+	for p, n := range lens {
+		if err := firstErr(fits(fmt.Sprintf("AddBall tensor %d", p), gs[p], n, 4), checkStream(n, 0)); err != nil {
+			return err
+		}
+		total += n
+		chunks += (n + 4095) / 4096
+	}
+	if total == 0 || radius == 0 {
+		return nil
+	}
+	lanes, err := d.Alloc(4 * chunks * 8)
+	if err != nil {
+		return err
+	}
+	defer d.Free(lanes)
+	scale, err := d.Alloc(8)
+	if err != nil {
+		return err
+	}
+	defer d.Free(scale)
+	off := 0
+	for p, n := range lens {
+		if n == 0 {
+			continue
+		}
+		c := (n + 4095) / 4096
+		sub := Buffer{ptr: lanes.ptr + uint64(off*4*8), bytes: c * 4 * 8}
+		if err := d.Launch("ball_lanes", grid(int64(4*c)), sub, int64(n), key.Seed, key.Step, key.Tensor+uint32(p)); err != nil {
+			return err
+		}
+		off += c
+	}
+	if err := d.Launch("ball_scale", Dim{Grid: 1, Block: 1}, scale, lanes, int64(chunks), float64(total), radius, key.Seed, key.Step, key.Tensor); err != nil {
+		return err
+	}
+	for p, n := range lens {
+		if n == 0 {
+			continue
+		}
+		k := kernels.NoiseKey{Seed: key.Seed, Step: key.Step, Tensor: key.Tensor + uint32(p)}
+		if err := d.gaussian(gs[p], n, 0, scale, k, 0, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PadMask sets mask[i] = 1 for i < n and 0 for n ≤ i < total (float64): the mask of a
+// fixed-shape batch holding the n examples a Poisson or allocation sampler drew.
+func (d *Device) PadMask(mask Buffer, n, total int) error {
+	if n < 0 || n > total {
+		return fmt.Errorf("cuda: PadMask: %d examples in a batch of %d", n, total)
+	}
+	if err := fits("PadMask mask", mask, total, 8); err != nil {
+		return err
+	}
+	return d.Launch("pad_mask", grid(int64(total)), mask, int32(n), int32(total))
+}
+
+// Activation codes of the layer kernels.
+const (
+	actReLU int32 = 0
+	actTanh int32 = 1
+)
+
+// Activate sets out[k] = act(z[k]) (float32), act ReLU or tanh.
+func (d *Device) Activate(out, z Buffer, n int, tanh bool) error {
+	if err := firstErr(fits("Activate out", out, n, 4), fits("Activate z", z, n, 4)); err != nil {
+		return err
+	}
+	a := actReLU
+	if tanh {
+		a = actTanh
+	}
+	return d.Launch("activate_f32", grid(int64(n)), out, z, int64(n), a)
+}
+
+// ActivateBackward multiplies e[k] by act'(z[k]): 1{z > 0} for ReLU, 1 − h² for tanh, where
+// h = tanh(z) is the layer's output.
+func (d *Device) ActivateBackward(e, z, h Buffer, n int, tanh bool) error {
+	if err := firstErr(fits("ActivateBackward e", e, n, 4), fits("ActivateBackward z", z, n, 4), fits("ActivateBackward h", h, n, 4)); err != nil {
+		return err
+	}
+	a := actReLU
+	if tanh {
+		a = actTanh
+	}
+	return d.Launch("activate_bwd_f32", grid(int64(n)), e, z, h, int64(n), a)
+}
+
+// BiasAdd adds b (cols) to every row of the rows×cols z.
+func (d *Device) BiasAdd(z, b Buffer, rows, cols int) error {
+	if err := firstErr(fits("BiasAdd z", z, rows*cols, 4), fits("BiasAdd b", b, cols, 4)); err != nil {
+		return err
+	}
+	return d.Launch("bias_add_f32", grid(int64(rows*cols)), z, b, int32(rows), int32(cols))
+}
+
+// SoftmaxXent computes, for logits z and targets y (rows×k float32), the errors of the summed
+// cross-entropy e = softmax(z)·Σy − y, each row's loss (float64) and whether its argmax is
+// right (int32).
+func (d *Device) SoftmaxXent(e, loss, correct, z, y Buffer, rows, k int) error {
+	if err := firstErr(fits("SoftmaxXent e", e, rows*k, 4), fits("SoftmaxXent loss", loss, rows, 8), fits("SoftmaxXent correct", correct, rows, 4),
+		fits("SoftmaxXent z", z, rows*k, 4), fits("SoftmaxXent y", y, rows*k, 4)); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	return d.Launch("softmax_xent_f32", Dim{Grid: uint32(rows), Block: rowThreads}, e, loss, correct, z, y, int32(rows), int32(k))
+}

@@ -1,0 +1,313 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/kernels"
+)
+
+func randF32(rng *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * scale)
+	}
+	return x
+}
+
+func relClose(a, b, tol float64) bool {
+	return math.Abs(a-b) <= tol*math.Max(1e-30, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+func TestNormsClipScaleAgainstCPU(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const b, din, h = 37, 300, 20
+	a := randF32(rng, b*din, 1)
+	e := randF32(rng, b*h, 0.3)
+	a[5*din+7] = float32(math.NaN()) // a non-finite row: coef 0, contributes nothing
+	e[9*h+1] = float32(math.Inf(1))
+	mask := make([]float64, b)
+	for i := range mask {
+		if i < b-4 {
+			mask[i] = 1
+		}
+	}
+	// CPU reference.
+	asq, esq, norm2, coef := make([]float64, b), make([]float64, b), make([]float64, b), make([]float64, b)
+	kernels.RowSqNorms(asq, a, b, din)
+	kernels.RowSqNorms(esq, e, b, h)
+	kernels.GhostAccum(norm2, asq, esq, true)
+	const clip = 4.0
+	nf := kernels.ClipCoefs(coef, norm2, mask, clip)
+	if nf != 2 {
+		t.Fatalf("CPU nonFinite = %d", nf)
+	}
+	wantW, wantB := make([]float32, din*h), make([]float32, h)
+	kernels.ClippedSum(wantW, wantB, append([]float32(nil), a...), append([]float32(nil), e...), b, din, h, coef, make([]float32, b*h))
+
+	A, E, M := upload(t, d, a), upload(t, d, e), upload(t, d, mask)
+	Asq, Esq, N2, C := mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8)
+	if err := firstErr(d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h), d.Zero(N2, b*8),
+		d.GhostAccum(N2, Asq, Esq, b, true), d.ClipCoefs(C, N2, M, clip, b)); err != nil {
+		t.Fatal(err)
+	}
+	gn2, gc := download[float64](t, d, N2, b), download[float64](t, d, C, b)
+	for i := range b {
+		finite := !math.IsNaN(norm2[i]) && !math.IsInf(norm2[i], 0)
+		if finite && !relClose(gn2[i], norm2[i], 1e-12) || !finite && !(math.IsNaN(gn2[i]) || math.IsInf(gn2[i], 0)) {
+			t.Fatalf("norm2[%d] = %v, CPU %v", i, gn2[i], norm2[i])
+		}
+		if !relClose(gc[i], coef[i], 1e-12) && !(gc[i] == 0 && coef[i] == 0) {
+			t.Fatalf("coef[%d] = %v, CPU %v", i, gc[i], coef[i])
+		}
+	}
+	W, B, S := mustAlloc(t, d, din*h*4), mustAlloc(t, d, h*4), mustAlloc(t, d, b*h*4)
+	if err := d.ClippedSum(W, B, A, E, b, din, h, C, S); err != nil {
+		t.Fatal(err)
+	}
+	gw, gb := download[float32](t, d, W, din*h), download[float32](t, d, B, h)
+	checkClose(t, "W", gw, wantW, 1e-5)
+	for j := range gb {
+		if gb[j] != wantB[j] {
+			t.Fatalf("bias[%d] = %v, CPU %v (want bit-equal: same order)", j, gb[j], wantB[j])
+		}
+	}
+	// ScaleRows alone.
+	sc := append([]float32(nil), e...)
+	kernels.ScaleRows(sc, b, h, coef)
+	if err := d.ScaleRows(S, E, b, h, C); err != nil {
+		t.Fatal(err)
+	}
+	gs := download[float32](t, d, S, b*h)
+	for k := range gs {
+		if gs[k] != sc[k] {
+			t.Fatalf("ScaleRows[%d] = %v, CPU %v", k, gs[k], sc[k])
+		}
+	}
+}
+
+// checkClose compares float32 vectors at tol relative to the larger of each pair, with a floor
+// of tol·max|want| (sums that cancel).
+func checkClose(t *testing.T, name string, got, want []float32, tol float64) {
+	t.Helper()
+	scale := 0.0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.Abs(g-w) > tol*math.Max(math.Max(math.Abs(g), math.Abs(w)), scale*1e-2) {
+			t.Fatalf("%s[%d] = %v, CPU %v (tol %g)", name, i, g, w, tol)
+		}
+	}
+}
+
+func TestGaussianSameStream(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := kernels.NoiseKey{Seed: 0xDEADBEEF12345678, Step: 1<<32 + 17, Tensor: 3}
+	for _, tc := range []struct {
+		n   int
+		off uint64
+	}{{1, 0}, {2, 0}, {1001, 0}, {777, 5}, {64, 1<<33 - 64}} {
+		x := randF32(rng, tc.n, 1)
+		want := append([]float32(nil), x...)
+		kernels.AddGaussianAt(want, 1.7, key, tc.off)
+		g := upload(t, d, x)
+		if err := d.AddGaussian(g, tc.n, 1.7, key, tc.off); err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, d, g, tc.n)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("n=%d off=%d: value %d = %v, CPU %v (must be bit-equal)", tc.n, tc.off, i, got[i], want[i])
+			}
+		}
+		fill := make([]float32, tc.n)
+		kernels.FillGaussianAt(fill, key, tc.off)
+		if err := d.FillGaussian(g, tc.n, key, tc.off); err != nil {
+			t.Fatal(err)
+		}
+		got = download[float32](t, d, g, tc.n)
+		for i := range got {
+			if got[i] != fill[i] {
+				t.Fatalf("fill n=%d off=%d: %d = %v, CPU %v", tc.n, tc.off, i, got[i], fill[i])
+			}
+		}
+	}
+	if err := d.AddGaussian(Buffer{}, 1, math.NaN(), key, 0); err == nil {
+		t.Fatal("NaN std accepted")
+	}
+	if err := d.AddGaussian(mustAlloc(t, d, 8), 2, 1, key, kernels.MaxStreamLen-1); err == nil {
+		t.Fatal("window past MaxStreamLen accepted")
+	}
+}
+
+func TestLaplaceSameStream(t *testing.T) {
+	d := openFake(t)
+	key := kernels.NoiseKey{Seed: 42, Step: 9, Tensor: 1}
+	x := make([]float32, 999)
+	want := append([]float32(nil), x...)
+	kernels.AddLaplace(want, 0.25, key)
+	g := upload(t, d, x)
+	if err := d.AddLaplace(g, len(x), 0.25, key); err != nil {
+		t.Fatal(err)
+	}
+	got := download[float32](t, d, g, len(x))
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("Laplace %d = %v, CPU %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestBallSameNoise(t *testing.T) {
+	d := openFake(t)
+	key := kernels.NoiseKey{Seed: 7, Step: 3, Tensor: 2}
+	lens := []int{5000, 3, 0, 4097}
+	var cpu [][]float32
+	var bufs []Buffer
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range lens {
+		x := randF32(rng, n, 0.1)
+		cpu = append(cpu, append([]float32(nil), x...))
+		if n == 0 {
+			bufs = append(bufs, Buffer{})
+			continue
+		}
+		bufs = append(bufs, upload(t, d, x))
+	}
+	kernels.AddBall(cpu, 2.5, key)
+	if err := d.AddBall(bufs, lens, 2.5, key); err != nil {
+		t.Fatal(err)
+	}
+	for p, n := range lens {
+		if n == 0 {
+			continue
+		}
+		got := download[float32](t, d, bufs[p], n)
+		for i := range got {
+			if got[i] != cpu[p][i] {
+				t.Fatalf("ball tensor %d value %d = %v, CPU %v", p, i, got[i], cpu[p][i])
+			}
+		}
+	}
+}
+
+func TestLayerOpsAgainstReference(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const rows, k = 9, 10
+	z := randF32(rng, rows*k, 3)
+	z[3] = 0
+	z[4] = 40 // tanh saturates
+	Z := upload(t, d, z)
+	H := mustAlloc(t, d, rows*k*4)
+	for _, tanh := range []bool{false, true} {
+		if err := d.Activate(H, Z, rows*k, tanh); err != nil {
+			t.Fatal(err)
+		}
+		h := download[float32](t, d, H, rows*k)
+		e := randF32(rng, rows*k, 1)
+		E := upload(t, d, e)
+		if err := d.ActivateBackward(E, Z, H, rows*k, tanh); err != nil {
+			t.Fatal(err)
+		}
+		ge := download[float32](t, d, E, rows*k)
+		for i, v := range z {
+			var wh, we float64
+			if tanh {
+				wh = math.Tanh(float64(v))
+				we = float64(e[i] * (1 - h[i]*h[i])) // float32, as the CPU's graph
+			} else {
+				wh = math.Max(float64(v), 0)
+				we = float64(e[i])
+				if v <= 0 {
+					we = 0
+				}
+			}
+			if !relClose(float64(h[i]), wh, 1e-6) || !relClose(float64(ge[i]), we, 1e-6) && math.Abs(we) > 1e-30 {
+				t.Fatalf("tanh=%v z=%v: act %v want %v, bwd %v want %v", tanh, v, h[i], wh, ge[i], we)
+			}
+		}
+	}
+	// Softmax cross-entropy: one-hot rows and one padding row (y = 0).
+	y := make([]float32, rows*k)
+	for i := range rows - 1 {
+		y[i*k+rng.IntN(k)] = 1
+	}
+	Y := upload(t, d, y)
+	E, L, C := mustAlloc(t, d, rows*k*4), mustAlloc(t, d, rows*8), mustAlloc(t, d, rows*4)
+	if err := d.SoftmaxXent(E, L, C, Z, Y, rows, k); err != nil {
+		t.Fatal(err)
+	}
+	ge, gl, gc := download[float32](t, d, E, rows*k), download[float64](t, d, L, rows), download[int32](t, d, C, rows)
+	for i := range rows {
+		zi, yi := z[i*k:(i+1)*k], y[i*k:(i+1)*k]
+		mx := math.Inf(-1)
+		am, ay := 0, 0
+		for j := range k {
+			mx = math.Max(mx, float64(zi[j]))
+			if zi[j] > zi[am] {
+				am = j
+			}
+			if yi[j] > yi[ay] {
+				ay = j
+			}
+		}
+		s, ys := 0.0, 0.0
+		for j := range k {
+			s += math.Exp(float64(zi[j]) - mx)
+			ys += float64(yi[j])
+		}
+		loss := 0.0
+		for j := range k {
+			p := math.Exp(float64(zi[j])-mx) / s
+			loss -= float64(yi[j]) * (float64(zi[j]) - mx - math.Log(s))
+			if w := p*ys - float64(yi[j]); math.Abs(float64(ge[i*k+j])-w) > 1e-6 {
+				t.Fatalf("row %d: e[%d] = %v, want %v", i, j, ge[i*k+j], w)
+			}
+		}
+		if !relClose(gl[i], loss, 1e-12) && math.Abs(gl[i]-loss) > 1e-14 {
+			t.Fatalf("row %d: loss %v, want %v", i, gl[i], loss)
+		}
+		if (gc[i] == 1) != (am == ay) {
+			t.Fatalf("row %d: correct %d, argmax %d vs %d", i, gc[i], am, ay)
+		}
+	}
+	// Bias add and the padding mask.
+	bias := randF32(rng, k, 1)
+	B := upload(t, d, bias)
+	if err := d.BiasAdd(Z, B, rows, k); err != nil {
+		t.Fatal(err)
+	}
+	gz := download[float32](t, d, Z, rows*k)
+	for i, v := range z {
+		if gz[i] != v+bias[i%k] {
+			t.Fatalf("bias add %d: %v, want %v", i, gz[i], v+bias[i%k])
+		}
+	}
+	M := mustAlloc(t, d, 16*8)
+	if err := d.PadMask(M, 11, 16); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range download[float64](t, d, M, 16) {
+		if (v == 1) != (i < 11) || (v != 0 && v != 1) {
+			t.Fatalf("mask[%d] = %v", i, v)
+		}
+	}
+}
+
+func BenchmarkFakeGaussian(b *testing.B) {
+	d := openFake(b)
+	const n = 1 << 14
+	g := mustAlloc(b, d, n*4)
+	b.SetBytes(n * 4)
+	for i := 0; b.Loop(); i++ {
+		if err := d.AddGaussian(g, n, 1, kernels.NoiseKey{Seed: 1, Step: uint64(i)}, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,487 @@
+// dpsgd.cu: the device kernels of dpsgd's CUDA backend (package cuda), one
+// translation unit, device code only. It is written in the common subset of
+// CUDA C++ and C99 so that three compilers build it:
+//
+//   clang -x cuda --cuda-device-only -nocudainc -nocudalib  (make ptx, no CUDA install)
+//   nvcc -ptx -arch=compute_90 --fmad=false                (on a GPU machine)
+//   gcc -x c -DDPSGD_HOST_EMULATION                         (the fake driver of the tests,
+//                                                           cuda/testdata/fake/fakecuda.c)
+//
+// The noise kernels port the CPU kernels of package kernels operation by
+// operation (Philox4x32-10, logUnit, sinCos2Pi, expNeg: explicit FMAs, no
+// contraction: build with -ffp-contract=off / --fmad=false), so the Gaussian,
+// Laplace and ball noise are the same numbers as the CPU's bit for bit before
+// the final rounding to float. Reductions sum in a fixed order (no atomics),
+// so every kernel is deterministic.
+//
+// Launch shapes (the host code in package cuda follows them):
+//   row kernels (row_sqnorm, softmax_xent): one block per row, ROWTHREADS threads;
+//   everything else: 1-D grids, any block size, bounds-checked.
+#define ROWTHREADS 128
+
+#if defined(DPSGD_HOST_EMULATION)
+/* Host emulation: the fake driver defines fake_tid, fake_bid, fake_bdim,
+   fake_gdim and fake_syncthreads() and runs the threads of a block as
+   cooperative fibers, one block at a time, so static "shared" arrays are
+   per block. */
+#include <math.h>
+#define KERNEL
+#define DEVFN static inline
+#define SHARED static
+#define TID ((long long)fake_tid)
+#define BID ((long long)fake_bid)
+#define BDIM ((long long)fake_bdim)
+#define GDIM ((long long)fake_gdim)
+#define SYNC() fake_syncthreads()
+#define FMA(a, b, c) fma(a, b, c)
+#define SQRT(x) sqrt(x)
+#else
+#ifndef __NVCC__
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#include <__clang_cuda_builtin_vars.h>
+#define FMA(a, b, c) __nvvm_fma_rn_d(a, b, c)
+#define SQRT(x) __nvvm_sqrt_rn_d(x)
+#define SYNC() __syncthreads()
+#else
+#define FMA(a, b, c) __fma_rn(a, b, c)
+#define SQRT(x) __dsqrt_rn(x)
+#define SYNC() __syncthreads()
+#endif
+#define KERNEL extern "C" __global__
+#define DEVFN static __device__ inline
+#define SHARED __shared__
+#define TID ((long long)threadIdx.x)
+#define BID ((long long)blockIdx.x)
+#define BDIM ((long long)blockDim.x)
+#define GDIM ((long long)gridDim.x)
+#endif
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define GSTRIDE_LOOP(k, n) for (i64 k = BID * BDIM + TID; k < (i64)(n); k += BDIM * GDIM)
+
+DEVFN u64 d2u(double x) { union { double d; u64 u; } v; v.d = x; return v.u; }
+DEVFN double u2d(u64 x) { union { double d; u64 u; } v; v.u = x; return v.d; }
+DEVFN int finite_d(double v) { return v - v == 0; }
+
+/* ---------------- Philox4x32-10 (kernels/philox.go) ---------------- */
+
+DEVFN void philox(u32 c[4], u32 k0, u32 k1) {
+	for (int r = 0; r < 10; r++) {
+		if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+		u64 p0 = (u64)0xD2511F53u * (u64)c[0];
+		u64 p1 = (u64)0xCD9E8D57u * (u64)c[2];
+		u32 x0 = (u32)(p1 >> 32) ^ c[1] ^ k0, x1 = (u32)p1;
+		u32 x2 = (u32)(p0 >> 32) ^ c[3] ^ k1, x3 = (u32)p0;
+		c[0] = x0; c[1] = x1; c[2] = x2; c[3] = x3;
+	}
+}
+
+/* Block j of the stream NoiseKey{seed, step, tensor} (kernels/gauss.go):
+   its two 53-bit integers m1, m2. */
+DEVFN void stream_block(u64 seed, u64 step, u32 tensor, u32 j, u64* m1, u64* m2) {
+	u32 c[4];
+	c[0] = j; c[1] = tensor; c[2] = (u32)step; c[3] = (u32)(step >> 32);
+	philox(c, (u32)seed, (u32)(seed >> 32));
+	*m1 = (((u64)c[0] << 32) | c[1]) >> 11;
+	*m2 = (((u64)c[2] << 32) | c[3]) >> 11;
+}
+
+/* ---------------- logUnit, sinCos2Pi, expNeg (kernels/gauss.go, ball.go) ---------------- */
+
+#define LN2HI 6.93147180369123816490e-01
+#define LN2LO 1.90821492927058770002e-10
+
+DEVFN double log_unit(double x) {
+	u64 bits = d2u(x);
+	u64 frac = bits & ((1ULL << 52) - 1);
+	u64 i = (frac + 0x95f619980c433ULL) & (1ULL << 52);
+	double y = u2d(frac | (0x3ff0000000000000ULL ^ i));
+	double k = (double)((i64)(bits >> 52) - 1023 + (i64)(i >> 52));
+	double f = y - 1;
+	double s = f / (2 + f);
+	double s2 = s * s;
+	double s4 = s2 * s2;
+	double p1 = FMA(FMA(FMA(1.479819860511658591e-01, s4, 1.818357216161805012e-01), s4, 2.857142874366239149e-01), s4, 6.666666666666735130e-01);
+	double p2 = FMA(FMA(1.531383769920937332e-01, s4, 2.222219843214978396e-01), s4, 3.999999999940941908e-01);
+	double s4p2 = s4 * p2;
+	double R = FMA(s2, p1, s4p2);
+	double hf = 0.5 * f;
+	double hfsq = hf * f;
+	double kl = k * LN2LO;
+	double lo = FMA(s, hfsq + R, kl);
+	double kh = k * LN2HI;
+	return kh - ((hfsq - lo) - f);
+}
+
+DEVFN void sincos_2pi(u64 m, double* sn, double* cs) {
+	u64 o = m >> 50;
+	u64 r = m & ((1ULL << 50) - 1);
+	u64 odd = (u64)0 - (o & 1);
+	r = (r ^ odd) - odd + ((1ULL << 50) & odd);
+	double x = (double)r * 6.9757369960349236e-16; /* (π/4)·2⁻⁵⁰ */
+	double zz = x * x;
+	double ps = FMA(FMA(FMA(FMA(FMA(1.58962301576546568060e-10, zz, -2.50507477628578072866e-8), zz, 2.75573136213857245213e-6), zz, -1.98412698295895385996e-4), zz, 8.33333333332211858878e-3), zz, -1.66666666666666307295e-1);
+	double xzz = x * zz;
+	double s = FMA(xzz, ps, x);
+	double pc = FMA(FMA(FMA(FMA(FMA(-1.13585365213876817300e-11, zz, 2.08757008419747316778e-9), zz, -2.75573141792967388112e-7), zz, 2.48015872888517045348e-5), zz, -1.38888888888730564116e-3), zz, 4.16666666666665929218e-2);
+	double z4 = zz * zz;
+	double c = FMA(z4, pc, FMA(-0.5, zz, 1));
+	u64 sb = d2u(s), cb = d2u(c);
+	u64 swap = (u64)0 - (((o >> 1) ^ o) & 1);
+	u64 t = (sb ^ cb) & swap;
+	sb ^= t;
+	cb ^= t;
+	sb ^= (o >> 2) << 63;
+	cb ^= (((o + 2) >> 2) & 1) << 63;
+	*sn = u2d(sb);
+	*cs = u2d(cb);
+}
+
+/* e^x for x ≤ 0 (kernels/ball.go expNeg); 0 below −708. */
+DEVFN double exp_neg(double x) {
+	if (!(x >= -708.0)) return 0.0;
+	double xl = x * 1.4426950408889634074;
+	double k = (double)(i64)(xl - 0.5);
+	double kh = k * LN2HI;
+	double hi = x - kh;
+	double lo = k * LN2LO;
+	double r = hi - lo;
+	double t = r * r;
+	double p = FMA(FMA(FMA(FMA(4.13813679705723846039e-08, t, -1.65339022054652515390e-06), t, 6.61375632143793436117e-05), t, -2.77777777770155933842e-03), t, 1.66666666666666657415e-01);
+	double tp = t * p;
+	double c = r - tp;
+	double rc = r * c;
+	double y = 1 - ((lo - rc / (2 - c)) - hi);
+	return y * u2d((u64)(1023 + (i64)k) << 52);
+}
+
+/* The two normals of a block (kernels/gauss.go boxMuller). */
+DEVFN void box_muller(u64 m1, u64 m2, double* z0, double* z1) {
+	double u1 = (double)(m1 + 1) * 1.1102230246251565e-16; /* 2⁻⁵³ */
+	double r = SQRT(-2 * log_unit(u1));
+	double sn, cs;
+	sincos_2pi(m2, &sn, &cs);
+	*z0 = r * cs;
+	*z1 = r * sn;
+}
+
+DEVFN double laplace_unit(u64 m) {
+	double u = (double)((m & ((1ULL << 52) - 1)) + 1) * 2.220446049250313e-16; /* 2⁻⁵² */
+	u64 flip = ((m >> 52) ^ 1) << 63;
+	return u2d(d2u(log_unit(u)) ^ flip);
+}
+
+/* ---------------- noise ---------------- */
+
+/* g[k] ← float(FMA(std, z_{off+k}, g[k])) for k < n, or g[k] ← float(z) when fill;
+   std is *stdp when stdp is not null (ball noise: the scale computed on the device).
+   One thread per Philox block of the window. */
+KERNEL void gaussian_f32(float* g, i64 n, double std, const double* stdp, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+	if (stdp) std = *stdp;
+	i64 nb = (i64)(((off + (u64)n + 1) >> 1) - (off >> 1));
+	GSTRIDE_LOOP(b, nb) {
+		u64 j = (off >> 1) + (u64)b;
+		u64 m1, m2;
+		stream_block(seed, step, tensor, (u32)j, &m1, &m2);
+		double z[2];
+		box_muller(m1, m2, &z[0], &z[1]);
+		for (int h = 0; h < 2; h++) {
+			u64 idx = 2 * j + (u64)h;
+			if (idx < off || idx >= off + (u64)n) continue;
+			i64 k = (i64)(idx - off);
+			g[k] = fill ? (float)z[h] : (float)FMA(std, z[h], (double)g[k]);
+		}
+	}
+}
+
+/* g[k] ← float(FMA(scale, x_{off+k}, g[k])), x the unit Laplace stream (kernels/laplace.go). */
+KERNEL void laplace_f32(float* g, i64 n, double scale, u64 seed, u64 step, u32 tensor, u64 off) {
+	i64 nb = (i64)(((off + (u64)n + 1) >> 1) - (off >> 1));
+	GSTRIDE_LOOP(b, nb) {
+		u64 j = (off >> 1) + (u64)b;
+		u64 m[2];
+		stream_block(seed, step, tensor, (u32)j, &m[0], &m[1]);
+		for (int h = 0; h < 2; h++) {
+			u64 idx = 2 * j + (u64)h;
+			if (idx < off || idx >= off + (u64)n) continue;
+			i64 k = (i64)(idx - off);
+			g[k] = (float)FMA(scale, laplace_unit(m[h]), (double)g[k]);
+		}
+	}
+}
+
+/* Ball noise, pass 1 (kernels/ball.go AddBall): for a tensor of n values cut into chunks of
+   4096, lanes[4·c + l] = Σ r² (rounded) over the blocks of chunk c whose index in the chunk
+   is ≡ l mod 4, in increasing order (z² of the last value of an odd tensor). One thread per
+   (chunk, lane). */
+KERNEL void ball_lanes(double* lanes, i64 n, u64 seed, u64 step, u32 tensor) {
+	i64 chunks = (n + 4095) / 4096;
+	GSTRIDE_LOOP(t, 4 * chunks) {
+		i64 c = t / 4, l = t % 4;
+		i64 cn = n - c * 4096;
+		if (cn > 4096) cn = 4096;
+		i64 whole = cn / 2;
+		u32 j0 = (u32)(c * 2048);
+		double acc = 0;
+		for (i64 b = l; b < whole; b += 4) {
+			u64 m1, m2;
+			stream_block(seed, step, tensor, j0 + (u32)b, &m1, &m2);
+			double u1 = (double)(m1 + 1) * 1.1102230246251565e-16;
+			double r = SQRT(-2 * log_unit(u1));
+			double rr = r * r;
+			acc += rr;
+		}
+		if ((cn & 1) && whole % 4 == l) {
+			u64 m1, m2;
+			stream_block(seed, step, tensor, j0 + (u32)whole, &m1, &m2);
+			double z0, z1;
+			box_muller(m1, m2, &z0, &z1);
+			double zz = z0 * z0;
+			acc += zz;
+		}
+		lanes[t] = acc;
+	}
+}
+
+/* Ball noise, pass 2: one thread. lanes holds nchunks groups of 4 lane sums, in order of
+   tensor then chunk; out[0] ← c = (radius·ρ)/‖g‖ with ρ = exp(ln(U)/d), U = u₁ of block
+   `first` of the stream (seed, step, 0xFFFFFFFF); 0 when ‖g‖ = 0. */
+KERNEL void ball_scale(double* out, const double* lanes, i64 nchunks, double d, double radius, u64 seed, u64 step, u32 first) {
+	if (BID * BDIM + TID != 0) return;
+	double sq = 0;
+	for (i64 c = 0; c < nchunks; c++) {
+		const double* a = lanes + 4 * c;
+		sq += (a[0] + a[1]) + (a[2] + a[3]);
+	}
+	if (sq == 0 || radius == 0) { out[0] = 0; return; }
+	u64 m1, m2;
+	stream_block(seed, step, 0xFFFFFFFFu, first, &m1, &m2);
+	double u = (double)(m1 + 1) * 1.1102230246251565e-16;
+	double rho = exp_neg(log_unit(u) / d);
+	double rr = radius * rho;
+	out[0] = rr / SQRT(sq);
+}
+
+/* ---------------- per-example norms and clipping (kernels/norms.go) ---------------- */
+
+/* out[i] = Σ_j a[i·cols+j]², in double; one block of ROWTHREADS threads per row. */
+KERNEL void row_sqnorm_f32(double* out, const float* a, int rows, int cols) {
+	SHARED double s[ROWTHREADS];
+	i64 i = BID;
+	double acc = 0;
+	if (i < rows) {
+		for (i64 j = TID; j < cols; j += BDIM) {
+			double v = (double)a[i * cols + j];
+			acc += v * v;
+		}
+	}
+	s[TID] = acc;
+	SYNC();
+	for (int k = ROWTHREADS / 2; k > 0; k >>= 1) {
+		if (TID < k) s[TID] += s[TID + k];
+		SYNC();
+	}
+	if (TID == 0 && i < rows) out[i] = s[0];
+}
+
+/* norm2[i] += (asq[i] + beta)·esq[i]. */
+KERNEL void ghost_accum(double* norm2, const double* asq, const double* esq, int n, double beta) {
+	GSTRIDE_LOOP(i, n) { norm2[i] += (asq[i] + beta) * esq[i]; }
+}
+
+/* coef[i] = mask[i]·min(1, clip/√norm2[i]); 0 where norm2 is NaN, ±Inf or negative. */
+KERNEL void clip_coef(double* coef, const double* norm2, const double* mask, double clip, int n) {
+	GSTRIDE_LOOP(i, n) {
+		double v = norm2[i];
+		double m = mask ? mask[i] : 1.0;
+		if (!(v >= 0 && v <= 1.7976931348623157e308)) {
+			coef[i] = 0;
+		} else {
+			double q = clip / SQRT(v);
+			coef[i] = m * (q < 1 ? q : 1);
+		}
+	}
+}
+
+/* dst[i·cols+j] = c[i]·src[i·cols+j] as float (row i exactly 0 where c[i] = 0; dst may be src). */
+KERNEL void scale_rows_f32(float* dst, const float* src, int rows, int cols, const double* c) {
+	GSTRIDE_LOOP(k, (i64)rows * cols) {
+		double ci = c[k / cols];
+		dst[k] = ci == 0 ? 0.0f : (ci == 1 ? src[k] : (float)ci * src[k]);
+	}
+}
+
+/* Rows of a with c[i] = 0 set to 0, so that a non-finite dropped row cannot reach a GEMM. */
+KERNEL void zero_rows_f32(float* a, int rows, int cols, const double* c) {
+	GSTRIDE_LOOP(k, (i64)rows * cols) {
+		if (c[k / cols] == 0) a[k] = 0.0f;
+	}
+}
+
+/* out[j] = Σ_i s[i·cols+j] in float, rows in increasing order (the CPU bias sum). */
+KERNEL void col_sum_f32(float* out, const float* s, int rows, int cols) {
+	GSTRIDE_LOOP(j, cols) {
+		float acc = 0.0f;
+		for (i64 i = 0; i < rows; i++) acc += s[i * cols + j];
+		out[j] = acc;
+	}
+}
+
+/* ---------------- batches: gather and mask construction ---------------- */
+
+/* mask[i] = 1 for i < n, 0 for n ≤ i < total: the padding mask of a fixed-shape batch
+   holding the n examples a Poisson or allocation sampler drew. */
+KERNEL void pad_mask(double* mask, int n, int total) {
+	GSTRIDE_LOOP(i, total) { mask[i] = i < n ? 1.0 : 0.0; }
+}
+
+/* x row i ← X row idx[i] (0 where mask[i] = 0); y row i ← one-hot of labels[idx[i]]
+   (all 0 where mask[i] = 0). */
+KERNEL void gather_batch_f32(float* x, float* y, const float* X, const int* labels, const int* idx, const double* mask, int b, int d, int k) {
+	GSTRIDE_LOOP(t, (i64)b * d) {
+		i64 i = t / d, j = t % d;
+		x[t] = mask[i] != 0 ? X[(i64)idx[i] * d + j] : 0.0f;
+	}
+	GSTRIDE_LOOP(t, (i64)b * k) {
+		i64 i = t / k, j = t % k;
+		y[t] = (mask[i] != 0 && labels[idx[i]] == j) ? 1.0f : 0.0f;
+	}
+}
+
+/* ---------------- layers: elementwise ops ---------------- */
+
+/* z[i·cols+j] += b[j]. */
+KERNEL void bias_add_f32(float* z, const float* b, int rows, int cols) {
+	GSTRIDE_LOOP(k, (i64)rows * cols) { z[k] += b[k % cols]; }
+}
+
+/* act = 0: ReLU, 1: tanh; out[k] = act(z[k]). */
+KERNEL void activate_f32(float* out, const float* z, i64 n, int act) {
+	GSTRIDE_LOOP(k, n) {
+		float v = z[k];
+		if (act == 0) {
+			out[k] = v > 0 ? v : 0.0f;
+		} else {
+			double a = v < 0 ? -(double)v : (double)v;
+			double e = exp_neg(-2 * a);
+			double t = (1 - e) / (1 + e);
+			out[k] = (float)(v < 0 ? -t : t);
+		}
+	}
+}
+
+/* e[k] *= act'(z): ReLU: z > 0; tanh: 1 − h², h = act(z) the layer's output. */
+KERNEL void activate_bwd_f32(float* e, const float* z, const float* h, i64 n, int act) {
+	GSTRIDE_LOOP(k, n) {
+		if (act == 0) {
+			if (!(z[k] > 0)) e[k] = 0.0f;
+		} else {
+			float hk = h[k];
+			e[k] = e[k] * (1.0f - hk * hk);
+		}
+	}
+}
+
+/* Softmax cross-entropy of the summed loss, one block of ROWTHREADS threads per row:
+   p = softmax(z_i), e_i = p·Σy_i − y_i (the error at the logits; 0 on padding rows),
+   loss[i] = −Σ_k y_ik·log p_k, correct[i] = 1 when the first argmax of z_i is the first
+   argmax of y_i. */
+KERNEL void softmax_xent_f32(float* e, double* loss, int* correct, const float* z, const float* y, int rows, int k) {
+	SHARED double s[ROWTHREADS];
+	i64 i = BID;
+	if (i >= rows) return;
+	const float* zi = z + i * k;
+	const float* yi = y + i * k;
+	if (TID == 0) {
+		int az = 0, ay = 0;
+		double mx = zi[0], ys = 0;
+		for (int j = 1; j < k; j++) {
+			if (zi[j] > zi[az]) az = j;
+			if (yi[j] > yi[ay]) ay = j;
+			if ((double)zi[j] > mx) mx = zi[j];
+		}
+		correct[i] = az == ay;
+		s[0] = mx;
+		for (int j = 0; j < k; j++) ys += yi[j];
+		s[1] = ys;
+	}
+	SYNC();
+	double mx = s[0], ys = s[1];
+	SYNC();
+	double acc = 0;
+	for (i64 j = TID; j < k; j += BDIM) acc += exp_neg((double)zi[j] - mx);
+	s[TID] = acc;
+	SYNC();
+	for (int h = ROWTHREADS / 2; h > 0; h >>= 1) {
+		if (TID < h) s[TID] += s[TID + h];
+		SYNC();
+	}
+	double sum = s[0];
+	double lse = mx + log_unit(sum);
+	SYNC();
+	double l = 0;
+	for (i64 j = TID; j < k; j += BDIM) {
+		double zj = zi[j];
+		double p = exp_neg(zj - mx) / sum;
+		e[i * k + j] = (float)(p * ys - (double)yi[j]);
+		l -= (double)yi[j] * (zj - lse);
+	}
+	s[TID] = l;
+	SYNC();
+	for (int h = ROWTHREADS / 2; h > 0; h >>= 1) {
+		if (TID < h) s[TID] += s[TID + h];
+		SYNC();
+	}
+	if (TID == 0) loss[i] = s[0];
+}
+
+/* ---------------- update (engine/optim.go, engine/train.go) ---------------- */
+
+/* g[k] *= s (float). */
+KERNEL void scale_f32(float* g, i64 n, float s) {
+	GSTRIDE_LOOP(k, n) { g[k] *= s; }
+}
+
+/* flag[0] = 1 when some g[k] is NaN or ±Inf (flag is cleared by the host). */
+KERNEL void nonfinite_f32(int* flag, const float* g, i64 n) {
+	GSTRIDE_LOOP(k, n) {
+		float v = g[k];
+		if (v - v != 0) flag[0] = 1;
+	}
+}
+
+/* opt = 0: SGD, w ← w − lr·(g + wd·w); opt = 1: heavy ball, m ← μm + g + wd·w, w ← w − lr·m. */
+KERNEL void sgd_f32(float* w, float* m, const float* g, i64 n, float lr, float wd, float mu, int opt) {
+	GSTRIDE_LOOP(k, n) {
+		if (opt == 0) {
+			float t = g[k] + wd * w[k];
+			w[k] -= lr * t;
+		} else {
+			float a = mu * m[k];
+			float t = a + g[k];
+			m[k] = t + wd * w[k];
+			w[k] -= lr * m[k];
+		}
+	}
+}
+
+/* Adam (engine/optim.go): gj = g + wd·w, m ← β₁m + (1−β₁)gj, v ← β₂v + (1−β₂)gj², w ← w − step·m/(√v + ε);
+   omb1 = 1−β₁ and omb2 = 1−β₂ are rounded to float by the host, as the CPU does. */
+KERNEL void adam_f32(float* w, float* m, float* v, const float* g, i64 n, float b1, float omb1, float b2, float omb2, float step, float eps, float wd) {
+	GSTRIDE_LOOP(k, n) {
+		float gj = g[k] + wd * w[k];
+		float m1 = b1 * m[k], m2 = omb1 * gj;
+		m[k] = m1 + m2;
+		float v1 = b2 * v[k], v2 = omb2 * gj;
+		v2 = v2 * gj;
+		v[k] = v1 + v2;
+		float sv = (float)SQRT((double)v[k]);
+		float num = step * m[k];
+		w[k] -= num / (sv + eps);
+	}
+}
