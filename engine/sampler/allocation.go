@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 )
 
@@ -17,6 +18,7 @@ import (
 type Allocation struct {
 	n, m int
 	seed uint64
+	key  *[32]byte // nil: PCG streams from seed; else ChaCha8 streams (Secure)
 
 	mu         sync.Mutex
 	cacheEpoch int     // epoch whose assignment is cached; -1 when none
@@ -81,7 +83,7 @@ func (a *Allocation) assign(epoch int) {
 	m := uint32(a.m)
 	a.start = grow(a.start, a.m+1)
 	clear(a.start)
-	r := newStream(a.seed, domainAllocation, epoch, 0)
+	r := rand.New(newSource(a.seed, a.key, domainAllocation, epoch, 0))
 	for i := 0; i < a.n; i++ {
 		a.start[r.Uint32N(m)+1]++
 	}
@@ -92,7 +94,7 @@ func (a *Allocation) assign(epoch int) {
 	a.order = grow(a.order, a.n)
 	next := make([]int, a.m)
 	copy(next, a.start[:a.m])
-	r = newStream(a.seed, domainAllocation, epoch, 0)
+	r = rand.New(newSource(a.seed, a.key, domainAllocation, epoch, 0))
 	for i := 0; i < a.n; i++ {
 		s := r.Uint32N(m)
 		a.order[next[s]] = int32(i)

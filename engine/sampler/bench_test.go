@@ -83,3 +83,22 @@ func BenchmarkChunks(b *testing.B) {
 		rows, mask, _ = Chunks(idx, 256, rows, mask)
 	}
 }
+
+// BenchmarkSecureBatch compares, in one run, default (PCG) and secure
+// (ChaCha8 keyed by SHA-256) batch generation for each sampler at the MNIST
+// sizes (N = 60000, expected batch 256), per step with per-epoch work
+// amortized: the ratio of the two ns/op columns is secure mode's cost.
+func BenchmarkSecureBatch(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		s    Sampler
+	}{
+		{NamePoisson, must(NewPoisson(60000, 256.0/60000, 1))},
+		{NameTruncatedPoisson, must(NewTruncatedPoisson(60000, 256.0/60000, 300, 1))},
+		{NameShuffle, must(NewShuffle(60000, 256, 1))},
+		{NameAllocation, must(NewAllocation(60000, 234, 1))},
+	} {
+		b.Run(c.name+"/default", func(b *testing.B) { benchSteps(b, c.s) })
+		b.Run(c.name+"/secure", func(b *testing.B) { benchSteps(b, must(Secure(c.s, testKey(1)))) })
+	}
+}

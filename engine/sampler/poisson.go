@@ -30,6 +30,7 @@ type Poisson struct {
 	q    float64
 	logq float64 // ln(1−q); −Inf when q = 1
 	seed uint64
+	key  *[32]byte // nil: PCG streams from seed; else ChaCha8 streams (Secure)
 }
 
 // NewPoisson returns the Poisson sampler for n examples at sample rate q. It
@@ -74,13 +75,20 @@ func (p *Poisson) SampleRate() float64 { return p.q }
 // order, in O(1 + batch size) time.
 func (p *Poisson) Batch(epoch, step int, dst []int) []int {
 	checkStep(NamePoisson, epoch, step, p.m)
+	if p.key != nil {
+		var src rand.ChaCha8
+		src.Seed(secureSeed(p.key, domainPoisson, epoch, step))
+		return p.draw(src.Uint64, dst[:0])
+	}
 	var src rand.PCG
 	src.Seed(streamKey(p.seed, domainPoisson, epoch, step))
-	return p.draw(&src, dst[:0])
+	return p.draw(src.Uint64, dst[:0])
 }
 
-// draw appends one Bernoulli(q) inclusion process over [0, n) to dst.
-func (p *Poisson) draw(src *rand.PCG, dst []int) []int {
+// draw appends one Bernoulli(q) inclusion process over [0, n) to dst, with
+// the words of the step's stream from next (the Uint64 method of its PCG or
+// ChaCha8 generator).
+func (p *Poisson) draw(next func() uint64, dst []int) []int {
 	if p.q == 1 {
 		for i := 0; i < p.n; i++ {
 			dst = append(dst, i)
@@ -89,9 +97,9 @@ func (p *Poisson) draw(src *rand.PCG, dst []int) []int {
 	}
 	last := -1 // last included index
 	for {
-		u := float64(src.Uint64()>>11+1) * 0x1p-53 // uniform on (0, 1]
-		g := math.Floor(math.Log(u) / p.logq)      // Geometric(q) failures
-		if g >= float64(p.n-1-last) {              // next index would be ≥ n
+		u := float64(next()>>11+1) * 0x1p-53  // uniform on (0, 1]
+		g := math.Floor(math.Log(u) / p.logq) // Geometric(q) failures
+		if g >= float64(p.n-1-last) {         // next index would be ≥ n
 			return dst
 		}
 		last += 1 + int(g)
@@ -157,13 +165,24 @@ func (t *TruncatedPoisson) TruncationProbability() float64 {
 // order, in O(1 + untruncated batch size) time.
 func (t *TruncatedPoisson) Batch(epoch, step int, dst []int) []int {
 	checkStep(NameTruncatedPoisson, epoch, step, t.m)
+	if t.key != nil {
+		var src rand.ChaCha8
+		src.Seed(secureSeed(t.key, domainPoisson, epoch, step))
+		return t.truncate(&src, dst)
+	}
 	var src rand.PCG
 	src.Seed(streamKey(t.seed, domainPoisson, epoch, step))
-	dst = t.draw(&src, dst[:0])
+	return t.truncate(&src, dst)
+}
+
+// truncate draws the Poisson batch from src, then keeps a uniform subset of
+// maxBatch of its examples when it has more, with the rest of the same stream.
+func (t *TruncatedPoisson) truncate(src rand.Source, dst []int) []int {
+	dst = t.draw(src.Uint64, dst[:0])
 	if len(dst) <= t.maxBatch {
 		return dst
 	}
-	return selectSubset(rand.New(&src), dst, t.maxBatch)
+	return selectSubset(rand.New(src), dst, t.maxBatch)
 }
 
 // selectSubset keeps a uniform random subset of exactly k of the elements of

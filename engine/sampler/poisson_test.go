@@ -78,10 +78,11 @@ func requireSubsetLaw(t *testing.T, what string, s Sampler, count int, prob func
 // sizes, per-example inclusion and all joint inclusions at once.
 func TestPoissonSubsetLaw(t *testing.T) {
 	for _, q := range []float64{0.3, 0.05, 0.9} {
-		s := must(NewPoisson(6, q, 123))
-		requireSubsetLaw(t, "poisson N=6 subsets", s, 60000, func(mask uint) float64 {
-			k := bits.OnesCount(mask)
-			return math.Pow(q, float64(k)) * math.Pow(1-q, float64(6-k))
+		forModes(t, must(NewPoisson(6, q, 123)), func(t *testing.T, s Sampler) {
+			requireSubsetLaw(t, "poisson N=6 subsets", s, 60000, func(mask uint) float64 {
+				k := bits.OnesCount(mask)
+				return math.Pow(q, float64(k)) * math.Pow(1-q, float64(6-k))
+			})
 		})
 	}
 }
@@ -93,10 +94,11 @@ func TestPoissonSizes(t *testing.T) {
 		n int
 		q float64
 	}{{1000, 0.03}, {60000, 256.0 / 60000}, {500, 0.5}, {40, 0.02}, {2000, 0.995}} {
-		s := must(NewPoisson(c.n, c.q, 77))
-		sizes := batchSizes(s, 20000)
-		requireBinomialMoments(t, "poisson size", sizes, c.n, c.q)
-		requireBinomialSizes(t, "poisson size distribution", sizes, c.n, c.q)
+		forModes(t, must(NewPoisson(c.n, c.q, 77)), func(t *testing.T, s Sampler) {
+			sizes := batchSizes(s, 20000)
+			requireBinomialMoments(t, "poisson size", sizes, c.n, c.q)
+			requireBinomialSizes(t, "poisson size distribution", sizes, c.n, c.q)
+		})
 	}
 }
 
@@ -109,17 +111,18 @@ func TestPoissonLargeN(t *testing.T) {
 		q     float64
 		count int
 	}{{10_000_000, 1e-4, 400}, {1 << 50, 1e-12, 400}} {
-		s := must(NewPoisson(c.n, c.q, 5))
-		sizes := make([]int, c.count)
-		var buf []int
-		for i := range sizes {
-			buf = s.Batch(i/100, i%100, buf)
-			if !slices.IsSorted(buf) || (len(buf) > 0 && (buf[0] < 0 || buf[len(buf)-1] >= c.n)) {
-				t.Fatalf("N=%d: batch out of range or unsorted", c.n)
+		forModes(t, must(NewPoisson(c.n, c.q, 5)), func(t *testing.T, s Sampler) {
+			sizes := make([]int, c.count)
+			var buf []int
+			for i := range sizes {
+				buf = s.Batch(i/100, i%100, buf)
+				if !slices.IsSorted(buf) || (len(buf) > 0 && (buf[0] < 0 || buf[len(buf)-1] >= c.n)) {
+					t.Fatalf("N=%d: batch out of range or unsorted", c.n)
+				}
+				sizes[i] = len(buf)
 			}
-			sizes[i] = len(buf)
-		}
-		requireBinomialMoments(t, "poisson large N size", sizes, c.n, c.q)
+			requireBinomialMoments(t, "poisson large N size", sizes, c.n, c.q)
+		})
 	}
 }
 
@@ -128,89 +131,93 @@ func TestPoissonLargeN(t *testing.T) {
 // Σ (c_i − Sq)² / (Sq(1−q)) is approximately χ² with N degrees of freedom.
 func TestPoissonInclusionUniform(t *testing.T) {
 	const n, q, count = 200, 0.05, 20000
-	s := must(NewPoisson(n, q, 9))
-	c := make([]float64, n)
-	var buf []int
-	drawn := 0
-	for e := 0; drawn < count; e++ {
-		for st := 0; st < s.StepsPerEpoch() && drawn < count; st++ {
-			buf = s.Batch(e, st, buf)
-			for _, v := range buf {
-				c[v]++
+	forModes(t, must(NewPoisson(n, q, 9)), func(t *testing.T, s Sampler) {
+		c := make([]float64, n)
+		var buf []int
+		drawn := 0
+		for e := 0; drawn < count; e++ {
+			for st := 0; st < s.StepsPerEpoch() && drawn < count; st++ {
+				buf = s.Batch(e, st, buf)
+				for _, v := range buf {
+					c[v]++
+				}
+				drawn++
 			}
-			drawn++
 		}
-	}
-	var stat float64
-	for _, ci := range c {
-		d := ci - count*q
-		stat += d * d / (count * q * (1 - q))
-	}
-	p := distuv.ChiSquared{K: n}.Survival(stat)
-	if !(p > pMin) {
-		t.Errorf("inclusion counts: chi-square %.1f on %d df, p = %.3g", stat, n, p)
-	}
+		var stat float64
+		for _, ci := range c {
+			d := ci - count*q
+			stat += d * d / (count * q * (1 - q))
+		}
+		p := distuv.ChiSquared{K: n}.Survival(stat)
+		if !(p > pMin) {
+			t.Errorf("inclusion counts: chi-square %.1f on %d df, p = %.3g", stat, n, p)
+		}
+	})
 }
 
 // TestPoissonPairwise: P(i and j both in a batch) = q² for every pair.
 func TestPoissonPairwise(t *testing.T) {
 	const n, q, count = 12, 0.3, 45000
-	s := must(NewPoisson(n, q, 4242))
-	var both [n][n]float64
-	var buf []int
-	drawn := 0
-	for e := 0; drawn < count; e++ {
-		for st := 0; st < s.StepsPerEpoch() && drawn < count; st++ {
-			buf = s.Batch(e, st, buf)
-			for a := range buf {
-				for b := a + 1; b < len(buf); b++ {
-					both[buf[a]][buf[b]]++
+	forModes(t, must(NewPoisson(n, q, 4242)), func(t *testing.T, s Sampler) {
+		var both [n][n]float64
+		var buf []int
+		drawn := 0
+		for e := 0; drawn < count; e++ {
+			for st := 0; st < s.StepsPerEpoch() && drawn < count; st++ {
+				buf = s.Batch(e, st, buf)
+				for a := range buf {
+					for b := a + 1; b < len(buf); b++ {
+						both[buf[a]][buf[b]]++
+					}
 				}
+				drawn++
 			}
-			drawn++
 		}
-	}
-	p2 := q * q
-	sd := math.Sqrt(count * p2 * (1 - p2))
-	var sum float64
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			if z := (both[i][j] - count*p2) / sd; math.Abs(z) > zMax {
-				t.Errorf("pair (%d,%d): joint inclusion %g, want %g: z = %.2f", i, j, both[i][j]/count, p2, z)
+		p2 := q * q
+		sd := math.Sqrt(count * p2 * (1 - p2))
+		var sum float64
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				if z := (both[i][j] - count*p2) / sd; math.Abs(z) > zMax {
+					t.Errorf("pair (%d,%d): joint inclusion %g, want %g: z = %.2f", i, j, both[i][j]/count, p2, z)
+				}
+				sum += both[i][j]
 			}
-			sum += both[i][j]
 		}
-	}
-	pairs := float64(n * (n - 1) / 2)
-	t.Logf("mean pairwise inclusion %.5f, q² = %.5f", sum/pairs/count, p2)
+		pairs := float64(n * (n - 1) / 2)
+		t.Logf("mean pairwise inclusion %.5f, q² = %.5f", sum/pairs/count, p2)
+	})
 }
 
 // TestPoissonEmptyBatches: with tiny q most batches are empty, with
 // probability (1−q)^N, and come back with length 0.
 func TestPoissonEmptyBatches(t *testing.T) {
 	const n, q = 100, 1e-4
-	s := must(NewPoisson(n, q, 1))
-	m := s.StepsPerEpoch() // 10000
-	empty := 0
-	for st := 0; st < m; st++ {
-		if len(s.Batch(0, st, []int{7, 8, 9})) == 0 {
-			empty++
+	forModes(t, must(NewPoisson(n, q, 1)), func(t *testing.T, s Sampler) {
+		m := s.StepsPerEpoch() // 10000
+		empty := 0
+		for st := 0; st < m; st++ {
+			if len(s.Batch(0, st, []int{7, 8, 9})) == 0 {
+				empty++
+			}
 		}
-	}
-	p := math.Pow(1-q, n)
-	requireZ(t, "empty fraction", float64(empty)/float64(m), p, math.Sqrt(p*(1-p)/float64(m)))
-	if empty == 0 || empty == m {
-		t.Fatalf("%d of %d batches empty", empty, m)
-	}
+		p := math.Pow(1-q, n)
+		requireZ(t, "empty fraction", float64(empty)/float64(m), p, math.Sqrt(p*(1-p)/float64(m)))
+		if empty == 0 || empty == m {
+			t.Fatalf("%d of %d batches empty", empty, m)
+		}
+	})
 }
 
 func TestPoissonQOne(t *testing.T) {
-	s := must(NewPoisson(37, 1, 3))
-	for e := 0; e < 3; e++ {
-		if b := s.Batch(e, 0, nil); !slices.Equal(b, seq(37)) {
-			t.Fatalf("q = 1: batch %v, want all of [0, 37)", b)
+	forModes(t, must(NewPoisson(37, 1, 3)), func(t *testing.T, s Sampler) {
+		for e := 0; e < 3; e++ {
+			if b := s.Batch(e, 0, nil); !slices.Equal(b, seq(37)) {
+				t.Fatalf("q = 1: batch %v, want all of [0, 37)", b)
+			}
 		}
-	}
+	})
 }
 
 // TestTruncatedCoupling: the truncated batch never exceeds maxBatch, is a
@@ -271,17 +278,18 @@ func TestTruncatedMatchesPoisson(t *testing.T) {
 // occur.
 func TestTruncatedSubsetLaw(t *testing.T) {
 	const n, q, maxB = 6, 0.6, 3
-	s := must(NewTruncatedPoisson(n, q, maxB, 55))
-	atLeast := distuv.Binomial{N: n, P: q}.Survival(maxB - 1)
-	requireSubsetLaw(t, "truncated N=6 subsets", s, 60000, func(mask uint) float64 {
-		k := bits.OnesCount(mask)
-		switch {
-		case k < maxB:
-			return math.Pow(q, float64(k)) * math.Pow(1-q, float64(n-k))
-		case k == maxB:
-			return atLeast / 20
-		}
-		return 0
+	forModes(t, must(NewTruncatedPoisson(n, q, maxB, 55)), func(t *testing.T, s Sampler) {
+		atLeast := distuv.Binomial{N: n, P: q}.Survival(maxB - 1)
+		requireSubsetLaw(t, "truncated N=6 subsets", s, 60000, func(mask uint) float64 {
+			k := bits.OnesCount(mask)
+			switch {
+			case k < maxB:
+				return math.Pow(q, float64(k)) * math.Pow(1-q, float64(n-k))
+			case k == maxB:
+				return atLeast / 20
+			}
+			return 0
+		})
 	})
 }
 

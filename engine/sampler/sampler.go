@@ -23,6 +23,13 @@
 // memory); that cache is never part of the state. All samplers are safe for
 // concurrent use.
 //
+// Secure mode (Secure): the same four samplers, with the same laws, whose
+// streams come from ChaCha8 (a CSPRNG) keyed by SHA-256 of a 256-bit key and
+// the stream's (family, epoch, step) instead of from PCG keyed by the 64-bit
+// seed, so that nobody without the key can predict or reconstruct the batches.
+// Batches remain pure functions of (key, epoch, step); SecureKey returns the
+// key for a checkpoint, NewSecureKey draws one from the operating system.
+//
 // The privacy guarantee that may be claimed for each sampler is the
 // accountant's business (privacy-math.md §2 and §8, DESIGN.md samplers table);
 // this package only guarantees that the batches have exactly the law that each

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// constructors builds one sampler of every kind for n = 300 from a seed.
+// constructors builds one sampler of every kind for n = 300 from a seed,
+// default and secure.
 var constructors = []struct {
 	name string
 	make func(seed uint64) (Sampler, error)
@@ -18,6 +19,12 @@ var constructors = []struct {
 	{NamePoisson, func(seed uint64) (Sampler, error) { return NewPoisson(300, 0.1, seed) }},
 	{NameTruncatedPoisson, func(seed uint64) (Sampler, error) { return NewTruncatedPoisson(300, 0.1, 28, seed) }},
 	{NameAllocation, func(seed uint64) (Sampler, error) { return NewAllocation(300, 10, seed) }},
+	// The secure variants, keyed by a key made from the seed (their own
+	// seed is fixed and ignored).
+	{NameShuffle, func(seed uint64) (Sampler, error) { return secured(seed)(NewShuffle(300, 32, 0)) }},
+	{NamePoisson, func(seed uint64) (Sampler, error) { return secured(seed)(NewPoisson(300, 0.1, 0)) }},
+	{NameTruncatedPoisson, func(seed uint64) (Sampler, error) { return secured(seed)(NewTruncatedPoisson(300, 0.1, 28, 0)) }},
+	{NameAllocation, func(seed uint64) (Sampler, error) { return secured(seed)(NewAllocation(300, 10, 0)) }},
 }
 
 // must returns s, or panics (failing the test) when a constructor that the

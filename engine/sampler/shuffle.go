@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 )
 
@@ -18,6 +19,7 @@ import (
 type Shuffle struct {
 	n, b, m int
 	seed    uint64
+	key     *[32]byte // nil: PCG streams from seed; else ChaCha8 streams (Secure)
 
 	mu         sync.Mutex
 	cacheEpoch int     // epoch whose permutation is in perm; -1 when none
@@ -63,7 +65,7 @@ func (s *Shuffle) Batch(epoch, step int, dst []int) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cacheEpoch != epoch {
-		s.perm = permutation(s.n, s.seed, epoch, s.perm)
+		s.perm = permutation(s.n, newSource(s.seed, s.key, domainShuffle, epoch, 0), s.perm)
 		s.cacheEpoch = epoch
 	}
 	dst = dst[:0]
@@ -73,14 +75,15 @@ func (s *Shuffle) Batch(epoch, step int, dst []int) []int {
 	return dst
 }
 
-// permutation returns the uniform permutation of [0, n) of the given epoch,
-// by a Fisher–Yates shuffle of the identity (reusing buf when large enough).
-func permutation(n int, seed uint64, epoch int, buf []int32) []int32 {
+// permutation returns a uniform permutation of [0, n) drawn from src (the
+// epoch's stream), by a Fisher–Yates shuffle of the identity (reusing buf when
+// large enough).
+func permutation(n int, src rand.Source, buf []int32) []int32 {
 	buf = grow(buf, n)
 	for i := range buf {
 		buf[i] = int32(i)
 	}
-	r := newStream(seed, domainShuffle, epoch, 0)
+	r := rand.New(src)
 	for i := n - 1; i > 0; i-- {
 		j := r.Uint32N(uint32(i + 1))
 		buf[i], buf[j] = buf[j], buf[i]
