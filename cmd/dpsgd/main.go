@@ -6,6 +6,8 @@
 //	dpsgd plot [flags]     figures: seed 002's bounds, trade-off curves, samplers compared
 //	dpsgd ageaware tv|simulate  seed 003: age-dependent DP and age-aware scheduling
 //	dpsgd federated [flags]     federated DP training with per-client σ (seeds 000/001)
+//	dpsgd audit [flags]    empirical ε lower bounds from many trainings with and without a canary
+//	dpsgd selftest [flags] check every CUDA kernel against the CPU backend, then benchmark
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
 // stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
@@ -32,6 +34,8 @@ Usage:
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (seed 003): TV by age, scheduling simulation
   dpsgd federated [flags]     federated DP training, each client with its own budget (seeds 000/001)
+  dpsgd audit [flags]    empirical privacy audit: ε lower bound with its interval against the accountant's ε
+  dpsgd selftest [flags] GPU: every CUDA kernel against the CPU backend on random inputs, then a benchmark
   dpsgd version          print the version
 `
 
@@ -72,12 +76,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdAgeAware(ctx, args[1:], stdout, stderr)
 	case "federated":
 		err = cmdFederated(ctx, args[1:], stdout, stderr)
+	case "audit":
+		err = cmdAudit(ctx, args[1:], stdout, stderr)
+	case "selftest":
+		err = cmdSelftest(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "dpsgd", version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, account, plot, ageaware, federated or version)", args[0])
+		err = usagef("unknown command %q (want train, account, plot, ageaware, federated, audit, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

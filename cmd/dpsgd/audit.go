@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dpsgd/dpsgd/audit"
+	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// auditFlags are the flags of dpsgd audit.
+type auditFlags struct {
+	samplers              string
+	runs, epochs, steps   int
+	n, batch, workers     int
+	sigma, targetEps      float64
+	delta, confidence     float64
+	threat                string
+	seed                  uint64
+	quick, jsonOut, quiet bool
+	set                   map[string]bool
+}
+
+// auditResultJSON is one sampler's audit in the --json output; +Inf and NaN are null.
+type auditResultJSON struct {
+	Sampler              string   `json:"sampler"`
+	Accountant           string   `json:"accountant"`
+	Canary               string   `json:"canary"`
+	Threat               string   `json:"threat"`
+	Sigma                float64  `json:"sigma"`
+	Delta                float64  `json:"delta"`
+	Epochs               int      `json:"epochs"`
+	Steps                int      `json:"steps"`
+	StepsPerEpoch        int      `json:"steps_per_epoch"`
+	Runs                 int      `json:"runs"`
+	Confidence           float64  `json:"confidence"`
+	EpsilonAccountant    *float64 `json:"epsilon_accountant"`
+	EpsilonEmpirical     *float64 `json:"epsilon_empirical"`
+	EpsilonEmpiricalLow  *float64 `json:"epsilon_empirical_low"`
+	EpsilonEmpiricalHigh *float64 `json:"epsilon_empirical_high"`
+	EpsilonLowerBound    *float64 `json:"epsilon_lower_bound"`
+	Threshold            float64  `json:"threshold"`
+	FPR                  float64  `json:"fpr"`
+	FNR                  float64  `json:"fnr"`
+	Unclipped            int      `json:"unclipped_steps"`
+	RunsPerSecond        float64  `json:"runs_per_second"`
+	Violation            bool     `json:"violation"`
+}
+
+// auditFinite returns &v, or nil for NaN and ±Inf.
+func auditFinite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func parseAuditFlags(args []string, stdout io.Writer) (*auditFlags, error) {
+	f := &auditFlags{runs: 5000, epochs: 1, n: 16, batch: 4, delta: 1e-5, confidence: 0.95, threat: audit.ThreatIterates, seed: 1}
+	fs := flag.NewFlagSet("dpsgd audit", flag.ContinueOnError)
+	fs.StringVar(&f.samplers, "sampler", strings.Join(audit.Samplers(), ","), "samplers to audit, comma-separated: shuffle, poisson, poisson-truncated, allocation")
+	fs.Var(countFlag{&f.runs, 4}, "runs", "trainings per world (with and without the canary), ≥ 4 (default 5000; 500 with --quick)")
+	fs.Var(realFlag{&f.sigma}, "sigma", "noise multiplier σ of every training (default 1 unless --target-epsilon)")
+	fs.Var(realFlag{&f.targetEps}, "target-epsilon", "calibrate σ per sampler so that its accountant claims this ε at --delta")
+	fs.Var(realFlag{&f.delta}, "delta", "δ of the ε comparison, in (0, 1) (default 1e-5)")
+	fs.Var(countFlag{&f.epochs, 1}, "epochs", "epochs per training (default 1)")
+	fs.Var(countFlag{&f.steps, 1}, "steps", "steps per training instead of --epochs (the last epoch may be partial)")
+	fs.Var(countFlag{&f.n, 2}, "n", "dataset size including the canary's slot (default 16)")
+	fs.Var(countFlag{&f.batch, 1}, "batch-size", "batch size (shuffle) or expected batch size (default 4)")
+	fs.Var(realFlag{&f.confidence}, "confidence", "confidence of the empirical ε interval, in (0, 1) (default 0.95)")
+	fs.StringVar(&f.threat, "threat", audit.ThreatIterates, "what the adversary sees: iterates (every step's model, what the accountants bound) or final (the last model)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every training's sampling and noise")
+	fs.Var(countFlag{&f.workers, 0}, "workers", "trainings run at once (default: one per CPU)")
+	fs.BoolVar(&f.quick, "quick", false, "a fast audit: 500 runs per world unless --runs is given")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	var err error
+	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd audit [flags]\n\nTrains a tiny logistic regression many times with and without a canary (the real engine,\nsamplers and noise), runs the likelihood-ratio test on the released parameters and reports\nthe empirical ε lower bound with its confidence interval next to the accountant's ε.\nExit status 1 when the empirical lower bound exceeds the accountant's claim."); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}
+
+// auditConfigs validates the flags and returns one audit.Config per sampler.
+func (f *auditFlags) auditConfigs() ([]audit.Config, error) {
+	if f.quick && !f.set["runs"] {
+		f.runs = 500
+	}
+	if f.set["sigma"] && f.set["target-epsilon"] {
+		return nil, usagef("--sigma and --target-epsilon: give one of them")
+	}
+	if f.set["steps"] && f.set["epochs"] {
+		return nil, usagef("--steps and --epochs: give one of them")
+	}
+	if f.set["sigma"] && !(f.sigma > 0) {
+		return nil, usagef("--sigma %v: want a finite value > 0", f.sigma)
+	}
+	if !f.set["sigma"] && !f.set["target-epsilon"] {
+		f.sigma = 1
+	}
+	if f.set["target-epsilon"] && !(f.targetEps > 0) {
+		return nil, usagef("--target-epsilon %v: want a finite value > 0", f.targetEps)
+	}
+	if !(f.delta > 0 && f.delta < 1) {
+		return nil, usagef("--delta %v: want a value in (0, 1)", f.delta)
+	}
+	if !(f.confidence > 0 && f.confidence < 1) {
+		return nil, usagef("--confidence %v: want a value in (0, 1)", f.confidence)
+	}
+	if f.n > 1<<20 {
+		return nil, usagef("--n %d: want a value in [2, %d]", f.n, 1<<20)
+	}
+	if f.batch > f.n {
+		return nil, usagef("--batch-size %d: want a value in [1, --n = %d]", f.batch, f.n)
+	}
+	if f.steps > 1<<20 {
+		return nil, usagef("--steps %d: want a value in [1, %d]", f.steps, 1<<20)
+	}
+	if f.threat != audit.ThreatIterates && f.threat != audit.ThreatFinal {
+		return nil, usagef("--threat %q: want %s or %s", f.threat, audit.ThreatIterates, audit.ThreatFinal)
+	}
+	var cfgs []audit.Config
+	seen := map[string]bool{}
+	for _, s := range strings.Split(f.samplers, ",") {
+		s = strings.TrimSpace(s)
+		ok := false
+		for _, k := range audit.Samplers() {
+			ok = ok || s == k
+		}
+		if !ok {
+			return nil, usagef("--sampler %q: want a comma-separated list of %s", s, strings.Join(audit.Samplers(), ", "))
+		}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		cfg := audit.Config{Sampler: s, Sigma: f.sigma, Delta: f.delta, Epochs: f.epochs, Steps: f.steps,
+			N: f.n, Batch: f.batch, Runs: f.runs, Confidence: f.confidence, Threat: f.threat,
+			Seed: f.seed, Workers: f.workers}
+		if f.set["target-epsilon"] {
+			cfg.Sigma = 0
+			spec, steps, err := audit.AccountantSpec(cfg)
+			if err != nil {
+				return nil, usagef("--sampler %s: %v", s, err)
+			}
+			sigma, err := accounting.SolveSigma(spec, steps, privacy.Budget{Epsilon: f.targetEps, Delta: f.delta})
+			if err != nil {
+				return nil, usagef("--target-epsilon %v for --sampler %s over %d steps: %v", f.targetEps, s, steps, err)
+			}
+			cfg.Sigma = sigma
+		}
+		if _, _, err := audit.AccountantSpec(cfg); err != nil {
+			return nil, usagef("--sampler %s: %v", s, err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs, nil
+}
+
+// auditProgress returns a progress callback: a bar on a terminal, nothing otherwise.
+func auditProgress(w io.Writer, quiet bool, sampler string, total int) (func(done, total int), func()) {
+	f, ok := w.(*os.File)
+	if quiet || !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil, func() {}
+	}
+	bar := progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("audit "+sampler),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetItsString("runs"),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100_000_000),
+		progressbar.OptionClearOnFinish(),
+	)
+	return func(done, _ int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
+}
+
+// cmdAudit is `dpsgd audit`: the empirical privacy audit of every sampler asked for.
+func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseAuditFlags(args, stdout)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfgs, err := f.auditConfigs()
+	if err != nil {
+		return err
+	}
+	var results []*audit.Result
+	for _, cfg := range cfgs {
+		var finish func()
+		cfg.Progress, finish = auditProgress(stderr, f.quiet || f.jsonOut, cfg.Sampler, 2*cfg.Runs)
+		r, err := audit.Run(ctx, cfg)
+		finish()
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	var bad []string
+	for _, r := range results {
+		if r.Violation {
+			bad = append(bad, fmt.Sprintf("%s (empirical ε ≥ %.4g at %.0f%% confidence > %s's claim %.4g)",
+				r.Sampler, r.Empirical.Low, 100*r.Confidence, r.Accountant, r.EpsilonAccountant))
+		}
+	}
+	if f.jsonOut {
+		out := struct {
+			Results    []auditResultJSON `json:"results"`
+			Violations int               `json:"violations"`
+		}{Violations: len(bad)}
+		for _, r := range results {
+			e := r.Empirical
+			out.Results = append(out.Results, auditResultJSON{
+				Sampler: r.Sampler, Accountant: r.Accountant, Canary: r.Canary, Threat: r.Threat,
+				Sigma: r.Sigma, Delta: r.Delta, Epochs: r.Epochs, Steps: r.Steps, StepsPerEpoch: r.StepsPerEpoch,
+				Runs: r.Runs, Confidence: r.Confidence,
+				EpsilonAccountant: auditFinite(r.EpsilonAccountant), EpsilonEmpirical: auditFinite(e.Point),
+				EpsilonEmpiricalLow: auditFinite(e.Low), EpsilonEmpiricalHigh: auditFinite(e.High),
+				EpsilonLowerBound: auditFinite(r.EpsilonLowerBound),
+				Threshold:         e.Threshold, FPR: e.FPR(), FNR: e.FNR(), Unclipped: r.Unclipped,
+				RunsPerSecond: r.RunsPerSecond, Violation: r.Violation,
+			})
+		}
+		if err := printJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		auditTable(stdout, results)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("PRIVACY VIOLATION: the audit measured more leakage than the accountant allows for %s; this is a bug in the engine, the sampler or the accountant", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// auditTable prints the human table.
+func auditTable(w io.Writer, results []*audit.Result) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "Empirical privacy audit: %d trainings per world, threat %s, δ = %g, %.0f%% confidence\n\n", r0.Runs, r0.Threat, r0.Delta, 100*r0.Confidence)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sampler\tcanary\tσ\tsteps\taccountant\tε accountant\tε empirical\tinterval\tlower bound §8d\truns/s\tstatus")
+	num := func(v float64) string {
+		switch {
+		case math.IsNaN(v):
+			return "-"
+		case math.IsInf(v, 1):
+			return "∞"
+		}
+		return fmt.Sprintf("%.3f", v)
+	}
+	for _, r := range results {
+		status := "ok"
+		if r.Violation {
+			status = "VIOLATION"
+		}
+		if r.Unclipped > 0 {
+			status += fmt.Sprintf(" (%d unclipped steps)", r.Unclipped)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%d\t%s\t%s\t%s\t[%s, %s]\t%s\t%.0f\t%s\n", r.Sampler, r.Canary, r.Sigma, r.Steps, r.Accountant,
+			num(r.EpsilonAccountant), num(r.Empirical.Point), num(r.Empirical.Low), num(r.Empirical.High), num(r.EpsilonLowerBound), r.RunsPerSecond, status)
+	}
+	_ = tw.Flush()
+	for _, r := range results {
+		if r.Sampler == "shuffle" && r.EpsilonLowerBound > 0 && !math.IsInf(r.EpsilonLowerBound, 0) {
+			fmt.Fprintf(w, "\nshuffle: the empirical ε is %.0f%% of Chua et al.'s lower bound (its interval's lower end %.0f%%); the true ε lies between the lower bound and the accountant's.\n",
+				100*r.Empirical.Point/r.EpsilonLowerBound, 100*r.Empirical.Low/r.EpsilonLowerBound)
+		}
+	}
+}
