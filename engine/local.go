@@ -56,6 +56,12 @@ func NewLearner(cfg Config) (*Learner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: learner: %w", err)
 	}
+	if cfg.Secure {
+		return nil, fmt.Errorf("engine: learner: secure mode: not provided (the caller gives each step's noise stream)")
+	}
+	if cfg.Checkpoint.active() {
+		return nil, fmt.Errorf("engine: learner: checkpoint options: not used by a Learner, want none")
+	}
 	if cfg.Optimizer.EMA != 0 {
 		return nil, fmt.Errorf("engine: learner: ema %v: want 0 (a Learner's parameters are set from outside)", cfg.Optimizer.EMA)
 	}

@@ -273,14 +273,15 @@ func gradStep[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, idx []i
 	return st, nil
 }
 
-// checkFinite reports the first non-finite value in the gradients, which would be a bug:
+// checkFinite reports the first non-finite value in the gradients (an error wrapping
+// ErrDiverged: an overflow of the clipped sum or the noise), which would otherwise be a bug:
 // non-finite examples are zeroed before the sum.
 func checkFinite[T kernels.Float](grads [][]T) error {
 	for pi, g := range grads {
 		for j, v := range g {
 			f := float64(v)
 			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return fmt.Errorf("engine: non-finite clipped gradient in parameter %d at %d", pi, j)
+				return fmt.Errorf("engine: %w: non-finite clipped gradient in parameter %d at %d", ErrDiverged, pi, j)
 			}
 		}
 	}

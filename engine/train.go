@@ -3,6 +3,17 @@
 // gradients, adds Gaussian noise from a counter-based stream, normalizes by the expected batch
 // size, updates the parameters, and asks the accountant of the sampler in use, before every
 // epoch, whether the epoch still fits the privacy budget (DESIGN.md, "One training step").
+//
+// Reliability: Train writes checkpoints (package engine/checkpoint) atomically every
+// CheckpointOptions.Every steps, before the first step and when the run ends or stops, and
+// resumes from one bit for bit (CheckpointOptions documents the ledger invariant and the
+// exceptions). Numerical guards: an example whose gradient norm is not finite gets clipping
+// coefficient 0 and is counted (EpochStats.NonFinite); a step whose summed loss is not finite
+// is counted (EpochStats.NonFiniteLoss) and left out of the mean loss; a run whose parameters
+// (or moving average) become non-finite, whose noisy gradient overflows, or whose every example
+// of a step is non-finite stops with an error wrapping ErrDiverged, without writing a
+// checkpoint, so the last good one stays intact. Config.Secure draws the noise from a
+// cryptographically secure source (kernels.AddSecureGaussian).
 package engine
 
 import (
@@ -17,6 +28,7 @@ import (
 	"time"
 
 	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/kernels"
@@ -43,6 +55,15 @@ type Config struct {
 	Seed       uint64  // parameter initialization, sampling and noise derive from it
 	Optimizer  OptimizerConfig
 	EvalBatch  int // rows of the evaluation graphs; 0 = 500
+	// Checkpoint writes checkpoints and resumes from one (zero value: neither).
+	Checkpoint CheckpointOptions
+	// Secure draws the Gaussian noise from a cryptographically secure source keyed by the
+	// operating system (kernels.AddSecureGaussian: a discrete Gaussian on a power-of-two grid,
+	// which resists the floating-point attacks on the low bits) instead of the seeded stream;
+	// Seed then only initializes the parameters. Only Noise = NoiseGaussian is provided. The
+	// sampler is the caller's: wrap it with sampler.Secure for secure sampling. A secure run
+	// is not reproducible, and its resume continues correctly but not bitwise.
+	Secure bool
 }
 
 // Noise mechanisms of Config.Noise.
@@ -84,7 +105,13 @@ func (c *Config) Validate() error {
 			if !(c.Sigma > 0) || math.IsInf(c.Sigma, 0) {
 				return fmt.Errorf("sigma %v: want a finite value > 0", c.Sigma)
 			}
+			if std := c.Sigma * c.Clip; c.Secure && !(std >= kernels.SecureStdMin && std <= kernels.SecureStdMax) {
+				return fmt.Errorf("noise std σ·C = %v with secure mode: want a value in [%g, %g]", std, kernels.SecureStdMin, kernels.SecureStdMax)
+			}
 		case NoiseBall:
+			if c.Secure {
+				return fmt.Errorf("noise %q with secure mode: secure mode provides %s noise only", c.Noise, NoiseGaussian)
+			}
 			if !(c.Radius > 0 && c.Radius <= kernels.MaxBallRadius) {
 				return fmt.Errorf("radius %v: want a value in (0, %g]", c.Radius, kernels.MaxBallRadius)
 			}
@@ -97,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EvalBatch < 1 {
 		return fmt.Errorf("eval batch %d: want ≥ 1", c.EvalBatch)
+	}
+	if err := c.Checkpoint.validate(); err != nil {
+		return err
 	}
 	return c.Optimizer.Validate()
 }
@@ -113,16 +143,19 @@ type Privacy struct {
 
 // EpochStats is what the loop reports after each epoch.
 type EpochStats struct {
-	Epoch        int     `json:"epoch"`
-	Steps        int     `json:"steps"`
-	TrainLoss    float64 `json:"train_loss"`
-	TrainAcc     float64 `json:"train_accuracy"`
-	TestAcc      float64 `json:"test_accuracy"`
-	Epsilon      float64 `json:"epsilon"`
-	NonFinite    int     `json:"non_finite_examples"`
-	ClippedFrac  float64 `json:"clipped_fraction"`
-	Seconds      float64 `json:"seconds"`
-	ExamplesSeen int     `json:"examples"`
+	Epoch     int     `json:"epoch"`
+	Steps     int     `json:"steps"`
+	TrainLoss float64 `json:"train_loss"`
+	TrainAcc  float64 `json:"train_accuracy"`
+	TestAcc   float64 `json:"test_accuracy"`
+	Epsilon   float64 `json:"epsilon"`
+	NonFinite int     `json:"non_finite_examples"`
+	// NonFiniteLoss counts the steps whose summed loss was not finite (their loss is left
+	// out of TrainLoss); the examples behind it had non-finite gradients, zeroed (NonFinite).
+	NonFiniteLoss int     `json:"non_finite_loss_steps"`
+	ClippedFrac   float64 `json:"clipped_fraction"`
+	Seconds       float64 `json:"seconds"`
+	ExamplesSeen  int     `json:"examples"`
 }
 
 // Result summarizes a run.
@@ -139,6 +172,20 @@ type Result struct {
 	NonFinite         int
 	History           []EpochStats
 	ParamsDigest      string // SHA-256 of the final parameters' bits: equal runs, equal digests
+
+	// Numerical guards. NonFiniteLoss counts the steps whose loss was not finite; Diverged
+	// says the run stopped (with an error wrapping ErrDiverged) because its parameters or
+	// loss became non-finite, at step DivergedAt (1-based; 0 if it did not).
+	NonFiniteLoss int
+	Diverged      bool
+	DivergedAt    int
+
+	// Checkpoints. ResumedFromStep is the step of the checkpoint the run resumed from (-1:
+	// started afresh); Checkpoints counts the checkpoints written and LastCheckpointStep is
+	// the step of the last one (-1: none).
+	ResumedFromStep    int
+	Checkpoints        int
+	LastCheckpointStep int
 }
 
 // Progress receives the loop's events; all methods are called from the training goroutine.
@@ -196,6 +243,7 @@ type run[T kernels.Float] struct {
 	mask   []float64
 	idx    []int
 	noise  uint64
+	secure *kernels.SecureSource // Config.Secure: the noise source
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -204,6 +252,11 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 		return nil, err
 	}
 	r := &run[T]{cfg: cfg, params: params, noise: mix(cfg.Seed, 3)}
+	if cfg.Secure && !cfg.NonPrivate {
+		if r.secure, err = kernels.NewSecureSource(); err != nil {
+			return nil, err
+		}
+	}
 	for range cfg.Replicas {
 		rep, err := newReplica[T](cfg.Arch, params, cfg.PhysicalBatch)
 		if err != nil {
@@ -245,6 +298,11 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 		// One draw uniform in the ball over all parameters together: the
 		// mechanism's d is the total parameter count.
 		kernels.AddBall(r.grads, r.cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: uint64(step)})
+	case r.secure != nil:
+		std := r.cfg.Sigma * r.cfg.Clip
+		for _, g := range r.grads {
+			kernels.AddSecureGaussian(r.secure, g, std)
+		}
 	default:
 		std := r.cfg.Sigma * r.cfg.Clip
 		for p, g := range r.grads {
@@ -304,61 +362,178 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
 	expected := smp.ExpectedBatchSize()
-	res := &Result{Delta: pv.Delta, Epsilon: math.NaN()}
+	res := &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1}
 	epsAt := func(steps int) (float64, error) {
 		if cfg.NonPrivate || pv.Accountant == nil {
 			return math.NaN(), nil
 		}
 		return pv.Accountant.Epsilon(steps, pv.Delta)
 	}
-	start := time.Now()
-	examples := 0
-	prog.Start(total)
-	defer prog.Finish()
-	step := 0
-	for epoch := range cfg.Epochs {
-		// The per-epoch privacy check: the next epoch runs only if, after it, the run is
-		// still within the budget.
-		if pv.Budget != nil && !cfg.NonPrivate {
-			within, err := pv.Budget.Within(pv.Accountant, step+m)
-			if err != nil {
-				return res, fmt.Errorf("privacy check before epoch %d: %w", epoch+1, err)
-			}
-			if !within {
-				res.StoppedByBudget = true
-				break
+	ck := &cfg.Checkpoint
+	var cc checkpoint.Config
+	if ck.active() {
+		if !cfg.NonPrivate && pv.Ledger == nil {
+			return nil, fmt.Errorf("checkpoints of a private run need Privacy.Ledger: every checkpoint carries the ledger")
+		}
+		cc = checkpointConfig(&cfg, train, smp, &pv)
+	}
+
+	// The position: step = epoch0·m + s0 steps done; es and correct accumulate the epoch in
+	// progress.
+	step, epoch0, s0, examples := 0, 0, 0, 0
+	var es EpochStats
+	correct := 0
+	if c := ck.Resume; c != nil {
+		if err := c.Config.Compare(&cc); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if c.State.Step > total {
+			return nil, fmt.Errorf("resume: epochs %d (%d steps): the checkpoint is at step %d (epoch %d), want a total of at least %d epochs",
+				cfg.Epochs, total, c.State.Step, c.State.Epoch+1, (c.State.Step+m-1)/m)
+		}
+		if err := r.restore(c); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if !cfg.NonPrivate {
+			if err := resumeLedger(c, &pv); err != nil {
+				return nil, fmt.Errorf("resume: %w", err)
 			}
 		}
+		st := c.State
+		step, epoch0, s0, examples = st.Step, st.Epoch, st.StepInEpoch, st.Examples
+		for _, h := range st.History {
+			e := fromCheckpointStats(h, cfg.NonPrivate)
+			res.History = append(res.History, e)
+			res.NonFinite += e.NonFinite
+			res.NonFiniteLoss += e.NonFiniteLoss
+		}
+		res.EpochsRun = len(res.History)
+		if s0 > 0 {
+			es = fromCheckpointStats(st.Partial, cfg.NonPrivate)
+			correct, es.TrainAcc = int(st.Partial.TrainAcc), 0
+		}
+		res.ResumedFromStep = step
+	}
+	// save writes a checkpoint at the current position (nothing without a path). It never
+	// writes non-finite parameters: checkpoint.Write refuses them.
+	save := func(final bool) error {
+		if ck.Path == "" {
+			return nil
+		}
+		st := checkpoint.State{Step: step, Epoch: step / m, StepInEpoch: step % m, TotalSteps: total, Examples: examples,
+			Final: final, StoppedByBudget: res.StoppedByBudget}
+		for _, h := range res.History {
+			st.History = append(st.History, toCheckpointStats(h))
+		}
+		if st.StepInEpoch > 0 {
+			st.Partial = toCheckpointStats(es)
+			st.Partial.TrainAcc = float64(correct)
+		}
+		if err := checkpoint.Write(ck.Path, r.snapshot(cc, st, &pv)); err != nil {
+			return fmt.Errorf("checkpoint at step %d: %w", step, err)
+		}
+		res.Checkpoints++
+		res.LastCheckpointStep = step
+		return nil
+	}
+	due := func() bool { return ck.Every > 0 && step%ck.Every == 0 }
+	// stopped ends the run early (interrupted or diverged): the epoch in progress counts in
+	// the guards' totals.
+	start := time.Now()
+	startExamples := examples
+	stopped := func() {
+		res.NonFinite += es.NonFinite
+		res.NonFiniteLoss += es.NonFiniteLoss
+		r.finish(res, test, step)
+		res.finishRate(start, examples-startExamples)
+	}
+	if ck.Resume == nil {
+		// A first checkpoint before any step: an unwritable path fails now, not after the run.
+		if err := save(false); err != nil {
+			return res, err
+		}
+	}
+	prog.Start(total)
+	defer prog.Finish()
+	for epoch := epoch0; epoch < cfg.Epochs; epoch++ {
+		first := 0
+		if epoch == epoch0 {
+			first = s0
+		}
 		t0 := time.Now()
-		var es EpochStats
-		es.Epoch = epoch + 1
-		correct := 0
-		for s := range m {
+		if first == 0 {
+			// The per-epoch privacy check: the next epoch runs only if, after it, the run is
+			// still within the budget.
+			if pv.Budget != nil && !cfg.NonPrivate {
+				within, err := pv.Budget.Within(pv.Accountant, step+m)
+				if err != nil {
+					return res, fmt.Errorf("privacy check before epoch %d: %w", epoch+1, err)
+				}
+				if !within {
+					res.StoppedByBudget = true
+					break
+				}
+			}
+			es = EpochStats{Epoch: epoch + 1}
+			correct = 0
+			if es.Epsilon, err = epsAt(step + m); err != nil {
+				return res, err
+			}
+			// Charge the epoch before its first step (the ledger invariant, CheckpointOptions).
+			if pv.Ledger != nil && !cfg.NonPrivate && pv.Ledger.Steps < step+m {
+				if err := pv.Ledger.Record(es.Epoch, step+m, es.Epsilon); err != nil {
+					return res, fmt.Errorf("privacy ledger before epoch %d: %w", es.Epoch, err)
+				}
+			}
+		} else {
+			t0 = t0.Add(-time.Duration(es.Seconds * float64(time.Second)))
+		}
+		for s := first; s < m; s++ {
 			if err := ctx.Err(); err != nil {
 				res.Interrupted = true
-				r.finish(res, test, start, examples, step)
-				return res, fmt.Errorf("%w at epoch %d, step %d of %d (%d steps done): %w", ErrInterrupted, epoch+1, s+1, m, step, err)
+				es.Seconds = time.Since(t0).Seconds()
+				werr := save(true)
+				stopped()
+				return res, errors.Join(fmt.Errorf("%w at epoch %d, step %d of %d (%d steps done): %w", ErrInterrupted, epoch+1, s+1, m, step, err), werr)
 			}
 			r.idx = smp.Batch(epoch, s, r.idx)
 			st, err := r.step(train, r.idx, step, total, expected)
 			if err != nil {
+				if errors.Is(err, ErrDiverged) {
+					res.Diverged, res.DivergedAt = true, step+1
+					step++
+					stopped()
+					return res, fmt.Errorf("epoch %d step %d: %w; %s", epoch+1, s+1, err, lastGood(res))
+				}
 				return res, fmt.Errorf("epoch %d step %d: %w", epoch+1, s+1, err)
 			}
 			step++
 			examples += st.BatchSize
 			es.ExamplesSeen += st.BatchSize
-			es.TrainLoss += st.Loss
+			if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+				es.NonFiniteLoss++
+			} else {
+				es.TrainLoss += st.Loss
+			}
 			correct += st.Correct
 			es.NonFinite += st.NonFinite
 			es.ClippedFrac += float64(st.Clipped)
+			if why := r.diverged(st); why != "" {
+				res.Diverged, res.DivergedAt = true, step
+				stopped()
+				return res, fmt.Errorf("%w at epoch %d, step %d: %s; %s", ErrDiverged, epoch+1, s+1, why, lastGood(res))
+			}
 			eps := math.NaN()
 			if s == m-1 { // ε once per epoch: it is the epoch's record too
-				if es.Epsilon, err = epsAt(step); err != nil {
-					return res, err
-				}
 				eps = es.Epsilon
 			}
 			prog.Step(step, st, eps)
+			if s < m-1 && due() {
+				es.Seconds = time.Since(t0).Seconds()
+				if err := save(false); err != nil {
+					return res, err
+				}
+			}
 		}
 		if es.ExamplesSeen > 0 {
 			es.TrainLoss /= float64(es.ExamplesSeen)
@@ -370,17 +545,23 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			return res, err
 		}
 		es.Seconds = time.Since(t0).Seconds()
-		if pv.Ledger != nil && !cfg.NonPrivate {
-			if err := pv.Ledger.Record(es.Epoch, step, es.Epsilon); err != nil {
-				return res, fmt.Errorf("privacy ledger after epoch %d: %w", es.Epoch, err)
-			}
-		}
 		res.History = append(res.History, es)
 		res.NonFinite += es.NonFinite
+		res.NonFiniteLoss += es.NonFiniteLoss
 		res.EpochsRun = epoch + 1
 		prog.Epoch(es)
+		es = EpochStats{}
+		if due() && epoch < cfg.Epochs-1 {
+			if err := save(false); err != nil {
+				return res, err
+			}
+		}
 	}
-	r.finish(res, test, start, examples, step)
+	if err := save(true); err != nil {
+		return res, err
+	}
+	r.finish(res, test, step)
+	res.finishRate(start, examples-startExamples)
 	if res.EpochsRun > 0 {
 		res.TestAccuracy = res.History[len(res.History)-1].TestAcc
 	}
@@ -394,13 +575,43 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	return res, nil
 }
 
-func (r *run[T]) finish(res *Result, test *datasets.Dataset, start time.Time, examples, steps int) {
-	res.Steps = steps
-	res.ParamsDigest = digest(paramSlices[T](r.params))
+// lastGood says which checkpoint a stopped run leaves.
+func lastGood(res *Result) string {
+	if res.LastCheckpointStep < 0 {
+		return "no checkpoint was written"
+	}
+	return fmt.Sprintf("the last good checkpoint (step %d) is intact", res.LastCheckpointStep)
+}
+
+// diverged returns why the run can no longer continue, or "": its parameters are not finite,
+// or every example of the step had a non-finite gradient (and loss).
+func (r *run[T]) diverged(st StepStats) string {
+	if !finite(paramSlices[T](r.params)) {
+		return "the parameters became non-finite"
+	}
+	if r.ema != nil && !finite(paramSlices[T](r.ema)) {
+		return "the moving average of the parameters became non-finite"
+	}
+	if st.BatchSize > 0 && st.NonFinite == st.BatchSize {
+		return fmt.Sprintf("the loss and gradient of every example of the step (%d) were non-finite", st.BatchSize)
+	}
+	return ""
+}
+
+// finishRate sets the throughput from the examples processed in this call.
+func (res *Result) finishRate(start time.Time, examples int) {
 	res.Seconds = time.Since(start).Seconds()
+	res.ExamplesPerSecond = 0
 	if res.Seconds > 0 {
 		res.ExamplesPerSecond = float64(examples) / res.Seconds
 	}
+}
+
+// finish records the final position and parameters' digest (and, for an interrupted run, the
+// test accuracy of the parameters it stopped with).
+func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) {
+	res.Steps = steps
+	res.ParamsDigest = digest(paramSlices[T](r.params))
 	if res.Interrupted && test != nil {
 		res.TestAccuracy, _ = r.evaluate(test)
 	}

@@ -89,6 +89,13 @@ type trainFlags struct {
 	device, noise                       string
 	replicas                            int
 	set                                 map[string]bool
+
+	// Checkpoints and secure mode (train_ckpt.go).
+	checkpoint, resume string
+	checkpointEvery    int
+	secure             bool
+	fs                 *flag.FlagSet
+	fromCheckpoint     map[string]bool // flags whose value came from the --resume checkpoint
 }
 
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
@@ -125,6 +132,11 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "write checkpoints to this file (atomically) when the run ends or stops, and every --checkpoint-every steps")
+	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: also write one every this many steps (0: only at the end)")
+	fs.StringVar(&f.resume, "resume", "", "continue the run of this checkpoint: its flags are the defaults, --epochs gives the new total, and a change of anything that affects privacy is refused")
+	fs.BoolVar(&f.secure, "secure", false, "noise and sampling from a cryptographically secure generator seeded by the operating system (no --seed; Gaussian noise only): for production releases")
+	f.fs = fs
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd train [flags]"); err != nil {
 		return nil, err
@@ -165,6 +177,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 		return nil, usagef("--device %q: want auto, cpu or cuda", f.device)
 	}
 	if err := f.checkNoise(); err != nil {
+		return nil, err
+	}
+	if err := f.ckptCheckFlags(); err != nil {
 		return nil, err
 	}
 	p := presetFor(f.dataset, f.model)
@@ -275,6 +290,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 		rc.sigmaSource = fmt.Sprintf("calibrated to ε = %g over %d epochs", target, f.epochs)
 	} else {
 		rc.sigmaSource = "given"
+		if f.fromCheckpoint["sigma"] {
+			rc.sigmaSource = "from the checkpoint"
+		}
 	}
 	acc, err := rc.newAcc(rc.cfg.Sigma)
 	if err != nil {
@@ -441,6 +459,16 @@ type trainJSON struct {
 	Device            string              `json:"device"`
 	Seed              uint64              `json:"seed"`
 	History           []engine.EpochStats `json:"history"`
+	// Checkpoints, numerical guards and secure mode (train_ckpt.go).
+	ResumedFromStep    *int   `json:"resumed_from_step"` // null: not resumed
+	Checkpoint         string `json:"checkpoint,omitempty"`
+	CheckpointsWritten int    `json:"checkpoints_written"`
+	LastCheckpointStep *int   `json:"last_checkpoint_step"` // null: none written
+	NonFiniteLoss      int    `json:"non_finite_loss_steps"`
+	Diverged           bool   `json:"diverged"`
+	DivergedAtStep     *int   `json:"diverged_at_step,omitempty"`
+	Secure             bool   `json:"secure"`
+	ParamsDigest       string `json:"params_digest"` // SHA-256 of the final parameters' bits
 }
 
 func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -451,15 +479,28 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	resumeFrom, err := f.ckptLoadResume()
+	if err != nil {
+		return err
+	}
 	rc, err := f.resolve(ctx)
 	if err != nil {
+		return err
+	}
+	if err := f.ckptWire(rc, resumeFrom); err != nil {
 		return err
 	}
 	if f.device == "auto" && !f.quiet {
 		fmt.Fprintln(stderr, "dpsgd: device auto: using the CPU (this build has no CUDA backend yet)")
 	}
+	if !f.secure {
+		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases (use --secure)")
+	}
 	if !f.quiet {
-		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases")
+		if resumeFrom != nil {
+			fmt.Fprintf(stderr, "dpsgd: resuming %s from step %d (epoch %d, step %d of %d)\n", f.resume, resumeFrom.State.Step,
+				resumeFrom.State.Epoch+1, resumeFrom.State.StepInEpoch+1, rc.smp.StepsPerEpoch())
+		}
 		if rc.cfg.NonPrivate {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s, NON-PRIVATE baseline, %d epochs\n", f.model, archString(rc.cfg.Arch), f.dataset, f.epochs)
 		} else if rc.cfg.Noise == engine.NoiseBall {
@@ -472,7 +513,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	prog := newProgress(stderr, f.quiet, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
-	if res == nil || (trainErr != nil && !res.Interrupted) {
+	trainErr = ckptClassify(trainErr)
+	if res == nil || (trainErr != nil && !res.Interrupted && !res.Diverged) {
 		return trainErr
 	}
 	out := trainJSON{
@@ -484,6 +526,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: "cpu", Seed: f.seed, History: res.History, Noise: rc.cfg.Noise,
 	}
+	ckptFillJSON(&out, f, rc, res)
 	if rc.pv.Budget != nil {
 		t := rc.pv.Budget.Epsilon
 		out.TargetEpsilon = &t
@@ -544,6 +587,7 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result) {
 	if res.NonFinite > 0 {
 		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model\n", res.NonFinite)
 	}
+	ckptSummary(w, out)
 }
 
 func archString(a nn.Arch) string {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/engine/checkpoint"
+	"github.com/dpsgd/dpsgd/engine/sampler"
+)
+
+// ckptNotStored are the flags a checkpoint does not record: they describe this invocation,
+// not the run.
+var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true}
+
+// ckptCheckFlags checks --checkpoint, --checkpoint-every and --secure.
+func (f *trainFlags) ckptCheckFlags() error {
+	if f.checkpointEvery < 0 {
+		return usagef("--checkpoint-every %d: want ≥ 0", f.checkpointEvery)
+	}
+	if f.checkpointEvery > 0 && f.checkpoint == "" {
+		return usagef("--checkpoint-every %d: needs --checkpoint PATH", f.checkpointEvery)
+	}
+	if f.secure {
+		if f.set["seed"] {
+			return usagef("--seed: --secure draws noise and batches from the operating system's generator and takes no seed")
+		}
+		if f.noise != engine.NoiseGaussian {
+			return usagef("--noise %s with --secure: secure mode provides gaussian noise only", f.noise)
+		}
+		if f.nonPrivate {
+			return usagef("--secure with --non-private: a non-private run has no noise to secure")
+		}
+	}
+	return nil
+}
+
+// ckptLoadResume reads the --resume checkpoint (nil without --resume) and makes the flags it
+// recorded the defaults of this invocation: a flag given on the command line wins, and the
+// engine refuses the resume if it changes anything that affects privacy. A checkpoint that
+// cannot be read is a usage error (exit 2) naming the problem.
+func (f *trainFlags) ckptLoadResume() (*checkpoint.Checkpoint, error) {
+	if f.resume == "" {
+		return nil, nil
+	}
+	ck, err := checkpoint.Load(f.resume)
+	if err != nil {
+		return nil, usagef("--resume: %v", err)
+	}
+	f.fromCheckpoint = map[string]bool{}
+	names := make([]string, 0, len(ck.Config.Meta))
+	for name := range ck.Config.Meta {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if f.set[name] || ckptNotStored[name] {
+			continue
+		}
+		if f.fs.Lookup(name) == nil {
+			return nil, usagef("--resume %s: the checkpoint records flag --%s, which this build does not know", f.resume, name)
+		}
+		if err := f.fs.Set(name, ck.Config.Meta[name]); err != nil {
+			return nil, usagef("--resume %s: the checkpoint's --%s=%q: %v", f.resume, name, ck.Config.Meta[name], err)
+		}
+		f.set[name] = true
+		f.fromCheckpoint[name] = true
+	}
+	if ck.Config.Sampler.Secure && !f.secure {
+		return nil, usagef("--resume %s: the checkpoint is of a --secure run; resume it with --secure", f.resume)
+	}
+	if f.secure && !ck.Config.Sampler.Secure {
+		return nil, usagef("--secure: the checkpoint %s is of a seeded run, which cannot continue in secure mode", f.resume)
+	}
+	return ck, nil
+}
+
+// ckptMeta records the run's flags: those given, plus the values resolved from presets or
+// calibration (σ, the budget, the ball radius, the epochs), so that a resume rebuilds the same
+// run even when --epochs changes the calibration's horizon.
+func (f *trainFlags) ckptMeta(rc *runConfig) map[string]string {
+	meta := map[string]string{}
+	for name := range f.set {
+		if ckptNotStored[name] || (name == "seed" && f.secure) {
+			continue
+		}
+		meta[name] = f.fs.Lookup(name).Value.String()
+	}
+	meta["epochs"] = strconv.Itoa(f.epochs)
+	if rc.cfg.NonPrivate {
+		return meta
+	}
+	if rc.pv.Budget != nil && rc.cfg.Noise != engine.NoiseBall {
+		meta["target-epsilon"] = strconv.FormatFloat(rc.pv.Budget.Epsilon, 'g', -1, 64)
+	}
+	if rc.cfg.Noise == engine.NoiseBall {
+		meta["radius"] = strconv.FormatFloat(ckptRadiusFlag(rc.cfg.Radius, rc.cfg.Clip), 'g', -1, 64)
+	} else {
+		meta["sigma"] = strconv.FormatFloat(rc.cfg.Sigma, 'g', -1, 64)
+	}
+	return meta
+}
+
+// ckptRadiusFlag returns a --radius value r with r·clip == radius exactly when a float near
+// radius/clip has that property (the flag is a multiple of --clip).
+func ckptRadiusFlag(radius, clip float64) float64 {
+	r := radius / clip
+	for _, c := range []float64{r, math.Nextafter(r, math.Inf(1)), math.Nextafter(r, 0)} {
+		if c*clip == radius {
+			return c
+		}
+	}
+	return r
+}
+
+// ckptWire sets the run's checkpoint options and, with --secure, the secure noise and the
+// secure sampler (a fresh key from the operating system, or the checkpoint's on a resume).
+func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) error {
+	if f.secure {
+		var key [32]byte
+		var err error
+		if resumeFrom != nil {
+			b, err := hex.DecodeString(resumeFrom.Config.Sampler.Key)
+			if err != nil || len(b) != len(key) {
+				return usagef("--resume %s: the checkpoint's sampler key is malformed", f.resume)
+			}
+			copy(key[:], b)
+		} else if key, err = sampler.NewSecureKey(); err != nil {
+			return err
+		}
+		if rc.smp, err = sampler.Secure(rc.smp, key); err != nil {
+			return usagef("--secure --sampler %s: %v", f.samplerName, err)
+		}
+		rc.cfg.Secure = true
+		if err := rc.cfg.Validate(); err != nil {
+			return usagef("--secure: %v", err)
+		}
+	}
+	if resumeFrom != nil {
+		m := rc.smp.StepsPerEpoch()
+		if resumeFrom.State.Step > f.epochs*m {
+			return usagef("--epochs %d: the checkpoint %s is at step %d (epoch %d of %d steps); want a total of at least %d epochs",
+				f.epochs, f.resume, resumeFrom.State.Step, resumeFrom.State.Epoch+1, m, (resumeFrom.State.Step+m-1)/m)
+		}
+	}
+	rc.cfg.Checkpoint = engine.CheckpointOptions{Path: f.checkpoint, Every: f.checkpointEvery, Resume: resumeFrom,
+		SamplerSeed: f.seed, Meta: f.ckptMeta(rc)}
+	return nil
+}
+
+// ckptClassify makes the checkpoint errors (unreadable, of another configuration, not
+// writable) usage errors: exit status 2 with the message naming the problem.
+func ckptClassify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, checkpoint.ErrFormat) || errors.Is(err, checkpoint.ErrMismatch) || errors.Is(err, checkpoint.ErrWrite) {
+		return usageError{err}
+	}
+	return err
+}
+
+// ckptFillJSON adds the checkpoint, guard and secure-mode keys to the JSON result.
+func ckptFillJSON(out *trainJSON, f *trainFlags, rc *runConfig, res *engine.Result) {
+	if res.ResumedFromStep >= 0 {
+		s := res.ResumedFromStep
+		out.ResumedFromStep = &s
+	}
+	out.Checkpoint = f.checkpoint
+	out.CheckpointsWritten = res.Checkpoints
+	if res.LastCheckpointStep >= 0 {
+		s := res.LastCheckpointStep
+		out.LastCheckpointStep = &s
+	}
+	out.NonFiniteLoss = res.NonFiniteLoss
+	out.Diverged = res.Diverged
+	if res.Diverged {
+		s := res.DivergedAt
+		out.DivergedAtStep = &s
+	}
+	out.Secure = rc.cfg.Secure
+	out.ParamsDigest = res.ParamsDigest
+	if rc.cfg.Secure {
+		out.Seed = 0 // no seed: the noise and the batches come from the OS
+	}
+}
+
+// ckptSummary prints the checkpoint and guard lines of the human summary.
+func ckptSummary(w io.Writer, out trainJSON) {
+	if out.ResumedFromStep != nil {
+		fmt.Fprintf(w, "resumed from step %d\n", *out.ResumedFromStep)
+	}
+	if out.Checkpoint != "" {
+		if out.LastCheckpointStep != nil {
+			fmt.Fprintf(w, "checkpoint: %s (step %d, %d written)\n", out.Checkpoint, *out.LastCheckpointStep, out.CheckpointsWritten)
+		} else {
+			fmt.Fprintf(w, "checkpoint: %s (none written)\n", out.Checkpoint)
+		}
+	}
+	if out.NonFiniteLoss > 0 {
+		fmt.Fprintf(w, "warning: %d steps had a non-finite loss (left out of the mean loss)\n", out.NonFiniteLoss)
+	}
+	if out.Diverged {
+		fmt.Fprintf(w, "DIVERGED at step %d: the parameters or the loss became non-finite; training stopped\n", *out.DivergedAtStep)
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/engine/checkpoint"
+)
+
+// ckptArgs is a small, fast training run (RDP accounting: no PLD calibration).
+var ckptArgs = []string{"train", "--hidden", "8", "--batch-size", "512", "--accountant", "rdp", "--schedule", "constant", "--quiet", "--json"}
+
+func ckptRun(t *testing.T, extra ...string) (int, map[string]any, string) {
+	t.Helper()
+	code, out, errOut := runCmd(t, append(append([]string(nil), ckptArgs...), extra...)...)
+	if code != 0 && code != 1 {
+		return code, nil, errOut
+	}
+	return code, lastJSON(t, out), errOut
+}
+
+// TestCkptResumeCLI: `train --resume PATH --epochs N` continues a finished shorter run to the
+// same parameters (digest), ε and history length as an uninterrupted N-epoch run; the flags
+// come from the checkpoint; the JSON reports the resume, the checkpoint and the guards; the
+// seeded-mode warning is printed exactly once.
+func TestCkptResumeCLI(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	code, ref, errOut := ckptRun(t, "--epochs", "3", "--sigma", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(errOut, "not for production releases"); n != 1 || !strings.Contains(errOut, "--secure") {
+		t.Errorf("seeded-mode warning printed %d times (want once, suggesting --secure): %q", n, errOut)
+	}
+	code, first, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--checkpoint", path, "--checkpoint-every", "10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if first["resumed_from_step"] != nil || first["checkpoint"] != path || first["last_checkpoint_step"] != first["steps"] {
+		t.Errorf("first run JSON: resumed %v, checkpoint %v, last %v, steps %v", first["resumed_from_step"], first["checkpoint"], first["last_checkpoint_step"], first["steps"])
+	}
+	for _, k := range []string{"non_finite_examples", "non_finite_loss_steps", "diverged", "checkpoints_written", "secure", "params_digest"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	// Only --resume and --epochs: every other flag comes from the checkpoint.
+	code, out, errOut := runCmd(t, "train", "--resume", path, "--epochs", "3", "--json", "--quiet")
+	if code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errOut)
+	}
+	got := lastJSON(t, out)
+	if got["params_digest"] != ref["params_digest"] || got["epsilon"] != ref["epsilon"] || got["steps"] != ref["steps"] {
+		t.Errorf("resumed: digest %v ε %v steps %v; uninterrupted: digest %v ε %v steps %v",
+			got["params_digest"], got["epsilon"], got["steps"], ref["params_digest"], ref["epsilon"], ref["steps"])
+	}
+	if got["resumed_from_step"] != first["steps"] || len(got["history"].([]any)) != 3 {
+		t.Errorf("resumed from %v (want %v), history of %d epochs", got["resumed_from_step"], first["steps"], len(got["history"].([]any)))
+	}
+	ck, err := checkpoint.Load(path)
+	if err != nil || ck.Config.Meta["sigma"] != "1" || ck.Config.Meta["epochs"] != "3" {
+		t.Fatalf("checkpoint after the resume: %v, meta %v", err, ck.Config.Meta)
+	}
+}
+
+// TestCkptBadCheckpoints: corrupt, truncated, foreign and mismatched checkpoints, an epoch
+// total below the checkpoint, and an unwritable checkpoint path are usage errors (exit 2)
+// naming the problem.
+func TestCkptBadCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	if code, _, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--checkpoint", path); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flipped := append([]byte(nil), data...)
+	flipped[len(flipped)/2] ^= 1
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resume", write("trunc.ckpt", data[:len(data)-40])}, "truncated"},
+		{[]string{"--resume", write("flip.ckpt", flipped)}, "SHA-256 mismatch"},
+		{[]string{"--resume", write("foreign.ckpt", []byte("P5\n28 28\n255\n"))}, "not a dpsgd checkpoint"},
+		{[]string{"--resume", filepath.Join(dir, "absent.ckpt")}, "no such file"},
+		{[]string{"--resume", path, "--epochs", "3", "--sigma", "1.5"}, "sigma: checkpoint has 1, this run has 1.5"},
+		{[]string{"--resume", path, "--epochs", "3", "--clip", "2"}, "clip"},
+		{[]string{"--resume", path, "--epochs", "3", "--batch-size", "256"}, "sampler"},
+		{[]string{"--resume", path, "--epochs", "3", "--seed", "9"}, "seed"},
+		{[]string{"--resume", path, "--epochs", "3", "--target-epsilon", "5"}, "budget"},
+		{[]string{"--resume", path, "--epochs", "1"}, "want a total of at least 2 epochs"},
+		{[]string{"--epochs", "1", "--checkpoint", filepath.Join(dir, "no", "dir", "x.ckpt")}, "write failed"},
+		{[]string{"--epochs", "1", "--checkpoint-every", "5"}, "needs --checkpoint"},
+		{[]string{"--epochs", "1", "--checkpoint", path, "--checkpoint-every", "-1"}, "--checkpoint-every -1"},
+	} {
+		code, _, errOut := runCmd(t, append([]string{"train", "--quiet", "--json"}, tc.args...)...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		last := lines[len(lines)-1]
+		if code != 2 || !strings.Contains(last, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	// The failed resumes left the checkpoint as it was.
+	if now, _ := os.ReadFile(path); string(now) != string(data) {
+		t.Errorf("a refused resume changed the checkpoint")
+	}
+}
+
+// TestCkptDivergence: a diverging run exits 1 with a message naming the divergence and the
+// intact checkpoint, and its JSON says where it diverged.
+func TestCkptDivergence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.ckpt")
+	code, m, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--lr", "1e5", "--weight-decay", "1e5", "--optimizer", "sgd",
+		"--checkpoint", path, "--checkpoint-every", "1")
+	if code != 1 || !strings.Contains(errOut, "training diverged") || !strings.Contains(errOut, "last good checkpoint") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 naming the divergence", code, errOut)
+	}
+	if m["diverged"] != true || m["diverged_at_step"] == nil {
+		t.Fatalf("JSON diverged %v at %v", m["diverged"], m["diverged_at_step"])
+	}
+	ck, err := checkpoint.Load(path)
+	if err != nil || float64(ck.State.Step) != m["last_checkpoint_step"] || float64(ck.State.Step) >= m["diverged_at_step"].(float64) {
+		t.Fatalf("checkpoint %v at step %v; JSON last %v diverged at %v", err, ck, m["last_checkpoint_step"], m["diverged_at_step"])
+	}
+}
+
+// TestCkptSecure: --secure trains with no seed (JSON seed 0, secure true), prints no
+// seeded-mode warning, stores the sampler key in its checkpoint and resumes from it (fresh
+// noise: not bitwise); it refuses --seed, ball noise, and a seeded checkpoint.
+func TestCkptSecure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secure.ckpt")
+	code, m, errOut := ckptRun(t, "--secure", "--epochs", "1", "--sigma", "1", "--checkpoint", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if m["secure"] != true || m["seed"] != 0.0 || strings.Contains(errOut, "not for production") {
+		t.Errorf("secure %v, seed %v, stderr %q", m["secure"], m["seed"], errOut)
+	}
+	ck, err := checkpoint.Load(path)
+	if err != nil || !ck.Config.Secure || !ck.Config.Sampler.Secure || len(ck.Config.Sampler.Key) != 64 {
+		t.Fatalf("secure checkpoint: %v, secure %v, sampler %+v", err, ck.Config.Secure, ck.Config.Sampler)
+	}
+	code, m2, errOut := ckptRun(t, "--secure", "--epochs", "1", "--sigma", "1")
+	if code != 0 || m2["params_digest"] == m["params_digest"] {
+		t.Errorf("two secure runs: exit %d (%s), digests %v and %v (want different: no seed)", code, errOut, m["params_digest"], m2["params_digest"])
+	}
+	code, out, errOut := runCmd(t, "train", "--resume", path, "--epochs", "2", "--quiet", "--json")
+	if code != 0 {
+		t.Fatalf("secure resume: exit %d: %s", code, errOut)
+	}
+	if r := lastJSON(t, out); r["secure"] != true || r["resumed_from_step"] != m["steps"] || r["steps"].(float64) != 2*m["steps"].(float64) {
+		t.Errorf("secure resume: %v", r)
+	}
+	seeded := filepath.Join(dir, "seeded.ckpt")
+	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "1", "--checkpoint", seeded); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--secure", "--seed", "3"}, "--seed"},
+		{[]string{"--secure", "--noise", "ball"}, "gaussian noise only"},
+		{[]string{"--secure", "--resume", seeded}, "seeded run"},
+	} {
+		code, _, errOut := runCmd(t, append(append([]string(nil), ckptArgs...), tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
