@@ -151,6 +151,9 @@ type runConfig struct {
 	smp         sampler.Sampler
 	pv          engine.Privacy
 	newAcc      func(sigma float64) (privacy.Accountant, error)
+	// solveSigma returns the noise multiplier whose accountant (newAcc) meets the budget
+	// after steps steps.
+	solveSigma func(steps int, b privacy.Budget) (float64, error)
 	spec        accounting.Spec
 	sigmaSource string
 }
@@ -280,9 +283,16 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 		target = p.targetEps
 	}
 	steps := f.epochs * rc.smp.StepsPerEpoch()
+	if f.secure {
+		// The secure sampler's output is near, not equal to, the ideal Gaussian's: account for
+		// the difference (train_secure.go).
+		if err := secureAccounting(rc); err != nil {
+			return nil, err
+		}
+	}
 	if !f.set["sigma"] {
 		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
-		sigma, err := accounting.SolveSigma(rc.spec, steps, budget)
+		sigma, err := rc.solveSigma(steps, budget)
 		if err != nil {
 			return nil, usagef("--target-epsilon %v over %d epochs: %v", target, f.epochs, err)
 		}
@@ -366,6 +376,9 @@ func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
 		sp := spec
 		sp.Sigma = s
 		return sp.New()
+	}
+	rc.solveSigma = func(steps int, b privacy.Budget) (float64, error) {
+		return accounting.SolveSigma(spec, steps, b)
 	}
 	return nil
 }
