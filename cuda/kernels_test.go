@@ -111,7 +111,10 @@ func TestGaussianSameStream(t *testing.T) {
 	for _, tc := range []struct {
 		n   int
 		off uint64
-	}{{1, 0}, {2, 0}, {1001, 0}, {777, 5}, {64, 1<<33 - 64}} {
+	}{{1, 0}, {2, 0}, {1001, 0}, {777, 5}, {64, 1<<33 - 64},
+		// {1 << 16, 3} holds value 5660 (stream index 5663), where x + 1.7·z cancels to
+		// −5.6e−5 and exposed the mistyped (π/4)·2⁻⁵⁰ of sincos_2pi in the last bit.
+		{1 << 16, 3}, {1 << 18, 0}, {4097, 1<<33 - 4097}} {
 		x := randF32(rng, tc.n, 1)
 		want := append([]float32(nil), x...)
 		kernels.AddGaussianAt(want, 1.7, key, tc.off)
@@ -145,20 +148,121 @@ func TestGaussianSameStream(t *testing.T) {
 	}
 }
 
-func TestLaplaceSameStream(t *testing.T) {
+// TestGaussianStreamBits checks the float64 stream itself (kernel gaussian_f64, no rounding
+// to float32 to hide a wrong last bit) against kernels.FillGaussianAt / AddGaussianAt and,
+// value by value, against kernels.NoiseKey.Normal, for several keys and windows.
+func TestGaussianStreamBits(t *testing.T) {
 	d := openFake(t)
-	key := kernels.NoiseKey{Seed: 42, Step: 9, Tensor: 1}
-	x := make([]float32, 999)
-	want := append([]float32(nil), x...)
-	kernels.AddLaplace(want, 0.25, key)
-	g := upload(t, d, x)
-	if err := d.AddLaplace(g, len(x), 0.25, key); err != nil {
+	rng := rand.New(rand.NewPCG(9, 10))
+	keys := []kernels.NoiseKey{
+		{Seed: 0xDEADBEEF12345678, Step: 1<<32 + 17, Tensor: 3},
+		{Seed: 42, Step: 9, Tensor: 1},
+		{Seed: 1<<64 - 1, Step: 0, Tensor: 1<<32 - 1},
+	}
+	n := 1 << 18
+	if testing.Short() {
+		n = 1 << 15
+	}
+	for ki, key := range keys {
+		for _, off := range []uint64{0, 5, 1<<33 - uint64(n)} {
+			fill := make([]float64, n)
+			kernels.FillGaussianAt(fill, key, off)
+			g := mustAlloc(t, d, 8*n)
+			if err := d.Launch("gaussian_f64", grid(int64(n/2+1)), g, int64(n), 0.0, key.Seed, key.Step, key.Tensor, off, int32(1)); err != nil {
+				t.Fatal(err)
+			}
+			got := download[float64](t, d, g, n)
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(fill[i]) {
+					t.Fatalf("key %d off %d: z_%d = %v (%#x), CPU %v (%#x)", ki, off, off+uint64(i),
+						got[i], math.Float64bits(got[i]), fill[i], math.Float64bits(fill[i]))
+				}
+			}
+			for i := 0; i < n; i += 997 {
+				if z := key.Normal(off + uint64(i)); math.Float64bits(got[i]) != math.Float64bits(z) {
+					t.Fatalf("key %d: z_%d = %v, NoiseKey.Normal %v", ki, off+uint64(i), got[i], z)
+				}
+			}
+			x := make([]float64, n)
+			for i := range x {
+				x[i] = rng.NormFloat64()
+			}
+			want := append([]float64(nil), x...)
+			kernels.AddGaussianAt(want, 1.7, key, off)
+			gx := upload(t, d, x)
+			if err := d.Launch("gaussian_f64", grid(int64(n/2+1)), gx, int64(n), 1.7, key.Seed, key.Step, key.Tensor, off, int32(0)); err != nil {
+				t.Fatal(err)
+			}
+			got = download[float64](t, d, gx, n)
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("add key %d off %d: %d = %v, CPU %v", ki, off, i, got[i], want[i])
+				}
+			}
+			for _, b := range []Buffer{g, gx} {
+				if err := d.Free(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// The value whose float32 sum first showed the mistyped constant, by its own path.
+	key := keys[0]
+	g := mustAlloc(t, d, 8)
+	if err := d.Launch("gaussian_f64", grid(1), g, int64(1), 0.0, key.Seed, key.Step, key.Tensor, uint64(5663), int32(1)); err != nil {
 		t.Fatal(err)
 	}
-	got := download[float32](t, d, g, len(x))
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("Laplace %d = %v, CPU %v", i, got[i], want[i])
+	if got, want := download[float64](t, d, g, 1)[0], key.Normal(5663); math.Float64bits(got) != math.Float64bits(want) {
+		t.Fatalf("z_5663 = %v, NoiseKey.Normal %v", got, want)
+	}
+}
+
+func TestLaplaceSameStream(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct {
+		key kernels.NoiseKey
+		n   int
+	}{
+		{kernels.NoiseKey{Seed: 42, Step: 9, Tensor: 1}, 999},
+		{kernels.NoiseKey{Seed: 0xDEADBEEF12345678, Step: 1<<32 + 17, Tensor: 3}, 1<<16 + 1},
+		{kernels.NoiseKey{Seed: 5, Step: 1, Tensor: 0}, 1 << 18},
+	} {
+		x := randF32(rng, tc.n, 1e-3)
+		want := append([]float32(nil), x...)
+		kernels.AddLaplace(want, 0.25, tc.key)
+		g := upload(t, d, x)
+		if err := d.AddLaplace(g, len(x), 0.25, tc.key); err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, d, g, len(x))
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("Laplace n=%d: %d = %v, CPU %v", tc.n, i, got[i], want[i])
+			}
+		}
+		// The same stream in float64 (kernel laplace_f64), in a window at an odd offset.
+		const off = 7
+		x64 := make([]float64, tc.n)
+		for i := range x64 {
+			x64[i] = rng.NormFloat64()
+		}
+		want64 := append([]float64(nil), x64...)
+		kernels.AddLaplaceAt(want64, 0.25, tc.key, off)
+		g64 := upload(t, d, x64)
+		if err := d.Launch("laplace_f64", grid(int64(tc.n/2+1)), g64, int64(tc.n), 0.25, tc.key.Seed, tc.key.Step, tc.key.Tensor, uint64(off)); err != nil {
+			t.Fatal(err)
+		}
+		got64 := download[float64](t, d, g64, tc.n)
+		for i := range got64 {
+			if math.Float64bits(got64[i]) != math.Float64bits(want64[i]) {
+				t.Fatalf("Laplace f64 n=%d off=%d: %d = %v, CPU %v", tc.n, off, i, got64[i], want64[i])
+			}
+		}
+		for _, b := range []Buffer{g, g64} {
+			if err := d.Free(b); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -166,7 +270,7 @@ func TestLaplaceSameStream(t *testing.T) {
 func TestBallSameNoise(t *testing.T) {
 	d := openFake(t)
 	key := kernels.NoiseKey{Seed: 7, Step: 3, Tensor: 2}
-	lens := []int{5000, 3, 0, 4097}
+	lens := []int{5000, 3, 0, 4097, 1 << 18, 1<<16 + 1}
 	var cpu [][]float32
 	var bufs []Buffer
 	rng := rand.New(rand.NewPCG(5, 6))

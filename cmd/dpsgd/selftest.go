@@ -18,7 +18,7 @@ import (
 )
 
 const selftestHeader = `dpsgd selftest: check every CUDA kernel against the CPU backend on random inputs
-(float32 within 1e-5 relative; noise: the same stream, then mean/std/kurtosis over --draws
+(float32 within 1e-5 relative; noise: the CPU's stream bit for bit, then mean/std/kurtosis over --draws
 normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
 generation and the DP step against the non-private step on the device.
 
@@ -29,7 +29,10 @@ type selftestCheck struct {
 	Kernel string   `json:"kernel"`
 	MaxErr *float64 `json:"max_rel_err"`
 	Tol    float64  `json:"tolerance"`
-	OK     bool     `json:"ok"`
+	// Mismatches counts the values whose bits differ from the CPU's (noise checks only,
+	// which must be bit-exact: ok only when it is 0).
+	Mismatches *int `json:"mismatches,omitempty"`
+	OK         bool `json:"ok"`
 }
 
 type selftestResult struct {
@@ -108,7 +111,12 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else {
 		fmt.Fprintf(stdout, "device: %s\n", res.Device)
 		for _, c := range res.Checks {
-			fmt.Fprintf(stdout, "  %-22s max rel err %-10s tol %g  %s\n", c.Kernel, selftestFmt(c.MaxErr), c.Tol, map[bool]string{true: "ok", false: "FAIL"}[c.OK])
+			verdict := map[bool]string{true: "ok", false: "FAIL"}[c.OK]
+			if c.Mismatches != nil {
+				fmt.Fprintf(stdout, "  %-22s max rel err %-10s bit-exact: %d values differ  %s\n", c.Kernel, selftestFmt(c.MaxErr), *c.Mismatches, verdict)
+				continue
+			}
+			fmt.Fprintf(stdout, "  %-22s max rel err %-10s tol %g  %s\n", c.Kernel, selftestFmt(c.MaxErr), c.Tol, verdict)
 		}
 		fmt.Fprintf(stdout, "noise over %d draws: mean %s std %s kurtosis %s  %s\n", draws, selftestFmt(res.Mean), selftestFmt(res.Std), selftestFmt(res.Kurtosis), map[bool]string{true: "ok", false: "FAIL"}[res.NoiseOK])
 		if bench {
@@ -127,6 +135,17 @@ func selftestFmt(v *float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.4g", *v)
+}
+
+// selftestMismatches counts the i with got[i] and want[i] not the same float32 bits.
+func selftestMismatches(got, want []float32) int {
+	n := 0
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			n++
+		}
+	}
+	return n
 }
 
 // selftestMaxRel is max_i |g_i − w_i| / max(|w_i|, floor), the floor being 1e-2·max|w| so
@@ -246,7 +265,10 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		if err := errors.Join(cuda.Upload(d, G, x), c.dev(), cuda.Download(d, got, G)); err != nil {
 			return nil, err
 		}
-		add(c.name, selftestMaxRel(got, want), 1e-6)
+		// The device computes the CPU's numbers with the same operations (dpsgd.cu): every
+		// value must be bit-identical, not merely close.
+		miss := selftestMismatches(got, want)
+		out = append(out, selftestCheck{Kernel: c.name, MaxErr: selftestPtr(selftestMaxRel(got, want)), Mismatches: &miss, OK: miss == 0})
 	}
 	// A one-step check of the whole dense DP step against the CPU oracle is in the cuda
 	// package's tests; here the layer kernels are checked against closed forms.

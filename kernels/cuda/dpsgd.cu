@@ -123,7 +123,9 @@ DEVFN void sincos_2pi(u64 m, double* sn, double* cs) {
 	u64 r = m & ((1ULL << 50) - 1);
 	u64 odd = (u64)0 - (o & 1);
 	r = (r ^ odd) - odd + ((1ULL << 50) & odd);
-	double x = (double)r * 6.9757369960349236e-16; /* (π/4)·2⁻⁵⁰ */
+	/* (π/4)·2⁻⁵⁰ = 0x1.921fb54442d18p-51, kernels.pi4Ulp50: the double π/4 scaled by 2⁻⁵⁰
+	   (shortest round-trip decimal; TestPTXConstants checks the bits in the PTX). */
+	double x = (double)r * 6.975736996017264e-16;
 	double zz = x * x;
 	double ps = FMA(FMA(FMA(FMA(FMA(1.58962301576546568060e-10, zz, -2.50507477628578072866e-8), zz, 2.75573136213857245213e-6), zz, -1.98412698295895385996e-4), zz, 8.33333333332211858878e-3), zz, -1.66666666666666307295e-1);
 	double xzz = x * zz;
@@ -178,18 +180,33 @@ DEVFN double laplace_unit(u64 m) {
 
 /* ---------------- noise ---------------- */
 
+/* The normals z_{2j}, z_{2j+1} of block j of the stream (kernels.NoiseKey.Normal). */
+DEVFN void gauss_block(u64 seed, u64 step, u32 tensor, u64 j, double z[2]) {
+	u64 m1, m2;
+	stream_block(seed, step, tensor, (u32)j, &m1, &m2);
+	box_muller(m1, m2, &z[0], &z[1]);
+}
+
+/* The unit Laplace values x_{2j}, x_{2j+1} of block j of the stream (kernels/laplace.go). */
+DEVFN void laplace_block(u64 seed, u64 step, u32 tensor, u64 j, double x[2]) {
+	u64 m[2];
+	stream_block(seed, step, tensor, (u32)j, &m[0], &m[1]);
+	x[0] = laplace_unit(m[0]);
+	x[1] = laplace_unit(m[1]);
+}
+
+/* The number of Philox blocks that cover the window [off, off+n) of a stream. */
+DEVFN i64 window_blocks(i64 n, u64 off) { return (i64)(((off + (u64)n + 1) >> 1) - (off >> 1)); }
+
 /* g[k] ← float(FMA(std, z_{off+k}, g[k])) for k < n, or g[k] ← float(z) when fill;
    std is *stdp when stdp is not null (ball noise: the scale computed on the device).
    One thread per Philox block of the window. */
 KERNEL void gaussian_f32(float* g, i64 n, double std, const double* stdp, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
 	if (stdp) std = *stdp;
-	i64 nb = (i64)(((off + (u64)n + 1) >> 1) - (off >> 1));
-	GSTRIDE_LOOP(b, nb) {
+	GSTRIDE_LOOP(b, window_blocks(n, off)) {
 		u64 j = (off >> 1) + (u64)b;
-		u64 m1, m2;
-		stream_block(seed, step, tensor, (u32)j, &m1, &m2);
 		double z[2];
-		box_muller(m1, m2, &z[0], &z[1]);
+		gauss_block(seed, step, tensor, j, z);
 		for (int h = 0; h < 2; h++) {
 			u64 idx = 2 * j + (u64)h;
 			if (idx < off || idx >= off + (u64)n) continue;
@@ -199,18 +216,48 @@ KERNEL void gaussian_f32(float* g, i64 n, double std, const double* stdp, u64 se
 	}
 }
 
-/* g[k] ← float(FMA(scale, x_{off+k}, g[k])), x the unit Laplace stream (kernels/laplace.go). */
-KERNEL void laplace_f32(float* g, i64 n, double scale, u64 seed, u64 step, u32 tensor, u64 off) {
-	i64 nb = (i64)(((off + (u64)n + 1) >> 1) - (off >> 1));
-	GSTRIDE_LOOP(b, nb) {
+/* gaussian_f32 on a double tensor (kernels.AddGaussianAt / FillGaussianAt[float64]): the
+   stream itself, unrounded, so that its every bit can be checked against the CPU. */
+KERNEL void gaussian_f64(double* g, i64 n, double std, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+	GSTRIDE_LOOP(b, window_blocks(n, off)) {
 		u64 j = (off >> 1) + (u64)b;
-		u64 m[2];
-		stream_block(seed, step, tensor, (u32)j, &m[0], &m[1]);
+		double z[2];
+		gauss_block(seed, step, tensor, j, z);
 		for (int h = 0; h < 2; h++) {
 			u64 idx = 2 * j + (u64)h;
 			if (idx < off || idx >= off + (u64)n) continue;
 			i64 k = (i64)(idx - off);
-			g[k] = (float)FMA(scale, laplace_unit(m[h]), (double)g[k]);
+			g[k] = fill ? z[h] : FMA(std, z[h], g[k]);
+		}
+	}
+}
+
+/* g[k] ← float(FMA(scale, x_{off+k}, g[k])), x the unit Laplace stream (kernels/laplace.go). */
+KERNEL void laplace_f32(float* g, i64 n, double scale, u64 seed, u64 step, u32 tensor, u64 off) {
+	GSTRIDE_LOOP(b, window_blocks(n, off)) {
+		u64 j = (off >> 1) + (u64)b;
+		double x[2];
+		laplace_block(seed, step, tensor, j, x);
+		for (int h = 0; h < 2; h++) {
+			u64 idx = 2 * j + (u64)h;
+			if (idx < off || idx >= off + (u64)n) continue;
+			i64 k = (i64)(idx - off);
+			g[k] = (float)FMA(scale, x[h], (double)g[k]);
+		}
+	}
+}
+
+/* laplace_f32 on a double tensor (kernels.AddLaplaceAt[float64]), for bitwise checks. */
+KERNEL void laplace_f64(double* g, i64 n, double scale, u64 seed, u64 step, u32 tensor, u64 off) {
+	GSTRIDE_LOOP(b, window_blocks(n, off)) {
+		u64 j = (off >> 1) + (u64)b;
+		double x[2];
+		laplace_block(seed, step, tensor, j, x);
+		for (int h = 0; h < 2; h++) {
+			u64 idx = 2 * j + (u64)h;
+			if (idx < off || idx >= off + (u64)n) continue;
+			i64 k = (i64)(idx - off);
+			g[k] = FMA(scale, x[h], g[k]);
 		}
 	}
 }

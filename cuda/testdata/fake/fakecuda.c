@@ -112,6 +112,8 @@ static long env_long(const char* k) {
 static int bad_pointer;
 
 static void k_gaussian_f32(void** params) { CHK(0) CHK(3) gaussian_f32(P(0, float*), P(1, i64), P(2, double), P(3, const double*), P(4, u64), P(5, u64), P(6, u32), P(7, u64), P(8, int)); }
+static void k_gaussian_f64(void** params) { CHK(0) gaussian_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64), P(7, int)); }
+static void k_laplace_f64(void** params) { CHK(0) laplace_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_laplace_f32(void** params) { CHK(0) laplace_f32(P(0, float*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_ball_lanes(void** params) { CHK(0) ball_lanes(P(0, double*), P(1, i64), P(2, u64), P(3, u64), P(4, u32)); }
 static void k_ball_scale(void** params) { CHK(0) CHK(1) ball_scale(P(0, double*), P(1, const double*), P(2, i64), P(3, double), P(4, double), P(5, u64), P(6, u64), P(7, u32)); }
@@ -135,6 +137,7 @@ static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
 static const kdesc KERNELS[] = {
 	{"gaussian_f32", k_gaussian_f32, 0, 0}, {"laplace_f32", k_laplace_f32, 0, 0},
+	{"gaussian_f64", k_gaussian_f64, 0, 0}, {"laplace_f64", k_laplace_f64, 0, 0},
 	{"ball_lanes", k_ball_lanes, 0, 0}, {"ball_scale", k_ball_scale, 0, 0},
 	{"row_sqnorm_f32", k_row_sqnorm_f32, 1, 1}, {"ghost_accum", k_ghost_accum, 0, 0},
 	{"clip_coef", k_clip_coef, 0, 0}, {"scale_rows_f32", k_scale_rows_f32, 0, 0},
