@@ -96,21 +96,33 @@ func NormCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 // NormSF returns 1 − Φ(x) without cancellation in the upper tail.
 func NormSF(x float64) float64 { return 0.5 * math.Erfc(x/math.Sqrt2) }
 
-// FastFFTLen returns the smallest n' ≥ n of the form 2^a·3^b·5^c, a length
-// gonum's FFT handles quickly.
+// FastFFTLen returns the smallest n' ≥ n of the form 2^a·3^b·5^c that gonum's FFT can
+// factor: its FFTPACK port splits n' into radix-4, 2, 3 and 5 passes and has room for at most
+// maxFFTFactors of them (⌊a/2⌋ + a mod 2 + b + c ≤ 13); a longer factorization panics inside
+// fourier.NewFFT (2^27 = 4^13·2, or 2^13·3^6·5^3, say).
 func FastFFTLen(n int) int {
 	best := math.MaxInt
-	for p5 := 1; p5 < 2*n; p5 *= 5 {
-		for p35 := p5; p35 < 2*n; p35 *= 3 {
-			p := p35
+	for p5, c := 1, 0; p5 < 2*n; p5, c = p5*5, c+1 {
+		for p35, b := p5, 0; p35 < 2*n; p35, b = p35*3, b+1 {
+			p, a := p35, 0
 			for p < n {
 				p *= 2
+				a++
 			}
-			best = min(best, p)
+			if a/2+a%2+b+c <= maxFFTFactors {
+				best = min(best, p)
+			}
 		}
+	}
+	if best == math.MaxInt { // beyond 4^13·5^… ≈ 10⁹: no such length; n itself is the answer
+		return n
 	}
 	return best
 }
+
+// maxFFTFactors is the number of radix passes gonum's FFTPACK port has room for (its factor
+// table has 15 entries, the first two being n and the count).
+const maxFFTFactors = 13
 
 // BisectGeometric returns the smallest x in (lo, hi], to relative tolerance
 // rel and rounded up, at which the monotone predicate ok holds, given that it

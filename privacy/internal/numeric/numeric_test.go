@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"gonum.org/v1/gonum/dsp/fourier"
 )
 
 // TestLogNormCDF compares with ln(erfc/2) where erfc is representable, across
@@ -119,4 +121,50 @@ func TestBisect(t *testing.T) {
 	if d := NormCDF(1.3) + NormSF(1.3) - 1; math.Abs(d) > 1e-15 {
 		t.Errorf("Φ + (1−Φ) − 1 = %g", d)
 	}
+}
+
+// FastFFTLen's lengths are ones gonum's FFT can build (at most 13 radix passes: a longer
+// factorization panics in fourier.NewFFT), and the smallest such 5-smooth length ≥ n, by
+// brute force for small n.
+func TestFastFFTLenBuildsInGonum(t *testing.T) {
+	passes := func(m int) (int, bool) {
+		k := 0
+		for m%4 == 0 {
+			m /= 4
+			k++
+		}
+		for _, f := range []int{2, 3, 5} {
+			for m%f == 0 {
+				m /= f
+				k++
+			}
+		}
+		return k, m == 1
+	}
+	for n := 1; n <= 5000; n++ {
+		want := n
+		for {
+			if k, smooth := passes(want); smooth && k <= 13 {
+				break
+			}
+			want++
+		}
+		if got := FastFFTLen(n); got != want {
+			t.Fatalf("FastFFTLen(%d) = %d, want %d", n, got, want)
+		}
+	}
+	for x := 1.0; x < 1<<29; x *= 1.37 {
+		n := int(x)
+		m := FastFFTLen(n)
+		if k, smooth := passes(m); m < n || !smooth || k > 13 {
+			t.Fatalf("FastFFTLen(%d) = %d: %d passes, 5-smooth %v", n, m, k, smooth)
+		}
+	}
+	// The lengths that used to panic: 2^27 needs 14 passes; 2^13·3^6·5^3 needs 16.
+	for _, n := range []int{1 << 27, 1<<13*729*125 - 5} {
+		if k, _ := passes(FastFFTLen(n)); k > 13 {
+			t.Errorf("FastFFTLen(%d) = %d needs %d passes", n, FastFFTLen(n), k)
+		}
+	}
+	fourier.NewFFT(FastFFTLen(1 << 20)) // must not panic
 }
