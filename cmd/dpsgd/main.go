@@ -7,6 +7,7 @@
 //	dpsgd ageaware tv|simulate  seed 003: age-dependent DP and age-aware scheduling
 //	dpsgd federated [flags]     federated DP training with per-client σ (seeds 000/001)
 //	dpsgd audit [flags]    empirical ε lower bounds from many trainings with and without a canary
+//	dpsgd bench samplers|step   samplers compared (privacy, accuracy, speed) with a report; DP step speed
 //	dpsgd selftest [flags] check every CUDA kernel against the CPU backend, then benchmark
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
@@ -35,6 +36,7 @@ Usage:
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (seed 003): TV by age, scheduling simulation
   dpsgd federated [flags]     federated DP training, each client with its own budget (seeds 000/001)
   dpsgd audit [flags]    empirical privacy audit: ε lower bound with its interval against the accountant's ε
+  dpsgd bench samplers|step   shuffle vs Poisson vs allocation (report dir: Markdown, plots, JSON, CSV); DP step speed
   dpsgd selftest [flags] GPU: every CUDA kernel against the CPU backend on random inputs, then a benchmark
   dpsgd version          print the version
 `
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdFederated(ctx, args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "selftest":
 		err = cmdSelftest(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -85,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, account, plot, ageaware, federated, audit, selftest or version)", args[0])
+		err = usagef("unknown command %q (want train, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+	"gorgonia.org/tensor"
+)
+
+// Devices of StepConfig.Device.
+const (
+	DeviceCPU  = "cpu"
+	DeviceAuto = "auto" // the CPU until a GPU backend is wired in
+	DeviceCUDA = "cuda" // reported as unavailable: this build has no CUDA backend yet
+)
+
+// StepConfig is a step-time comparison.
+type StepConfig struct {
+	Model      string  // name, for the report
+	Arch       nn.Arch // the model
+	Dtype      tensor.Dtype
+	BatchSizes []int  // logical batch sizes, each ≥ 1
+	Device     string // cpu, auto or cuda ("" is auto)
+	// PhysicalBatch is the rows of the compiled graph; 0: min(256, batch), as dpsgd train.
+	PhysicalBatch int
+	Replicas      int           // graph replicas; 0: GOMAXPROCS
+	MinTime       time.Duration // measuring time per batch size and mode; 0: 1 s
+	MinSteps      int           // at least this many measured steps per mode; 0: 5
+	Warmup        int           // untimed steps per mode first; 0: 2
+	Seed          uint64
+}
+
+// StepRow is one device and batch size. Times are means per step; values are null (nil) on a
+// device that is not available.
+type StepRow struct {
+	Device             string   `json:"device"`
+	Available          bool     `json:"available"`
+	Note               string   `json:"note,omitempty"`
+	BatchSize          int      `json:"batch_size"`
+	PhysicalBatch      int      `json:"physical_batch"`
+	Steps              int      `json:"steps"` // measured steps per mode
+	DPMs               *float64 `json:"dp_ms_per_step"`
+	NonPrivateMs       *float64 `json:"nonprivate_ms_per_step"`
+	DPExamplesPerSec   *float64 `json:"dp_examples_per_second"`
+	NonPrivateExPerSec *float64 `json:"nonprivate_examples_per_second"`
+	Ratio              *float64 `json:"ratio_dp_to_nonprivate"` // DP time / non-private time
+	OverheadPercent    *float64 `json:"overhead_percent"`
+}
+
+// StepResult is the result of Step.
+type StepResult struct {
+	Model   string    `json:"model"`
+	Arch    string    `json:"arch"`
+	Params  int       `json:"params"`
+	Dtype   string    `json:"dtype"`
+	Machine string    `json:"machine"`
+	Rows    []StepRow `json:"rows"`
+}
+
+// Step times one DP-SGD step (per-example clipping, Gaussian noise σ = 1, C = 1) against one
+// non-private step (the same code path without clipping and noise) of the same model at each
+// batch size, on random data (4096 examples or the batch size if larger, indices drawn
+// uniformly), plain SGD at learning rate 0.1: the method of engine's BenchmarkStep. The two
+// modes are measured interleaved (DP, non-private, non-private, DP, ...) in one run, so that
+// load from other processes affects both alike. Device cuda gives rows marked unavailable.
+func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
+	if err := cfg.Arch.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: step: model: %v: %w", err, ErrInvalid)
+	}
+	if len(cfg.BatchSizes) == 0 {
+		return nil, fmt.Errorf("bench: step: batch sizes: want at least one: %w", ErrInvalid)
+	}
+	for _, b := range cfg.BatchSizes {
+		if b < 1 || b > 1<<20 {
+			return nil, fmt.Errorf("bench: step: batch size %d: want a value in [1, 1048576]: %w", b, ErrInvalid)
+		}
+	}
+	if cfg.Dtype == (tensor.Dtype{}) {
+		cfg.Dtype = tensor.Float32
+	}
+	if cfg.Dtype != tensor.Float32 && cfg.Dtype != tensor.Float64 {
+		return nil, fmt.Errorf("bench: step: dtype %v: want float32 or float64: %w", cfg.Dtype, ErrInvalid)
+	}
+	if cfg.PhysicalBatch < 0 || cfg.Replicas < 0 || cfg.MinSteps < 0 || cfg.Warmup < 0 || cfg.MinTime < 0 {
+		return nil, fmt.Errorf("bench: step: physical batch %d, replicas %d, min steps %d, warmup %d, min time %v: want each ≥ 0: %w",
+			cfg.PhysicalBatch, cfg.Replicas, cfg.MinSteps, cfg.Warmup, cfg.MinTime, ErrInvalid)
+	}
+	if cfg.MinTime == 0 {
+		cfg.MinTime = time.Second
+	}
+	if cfg.MinSteps == 0 {
+		cfg.MinSteps = 5
+	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = 2
+	}
+	res := &StepResult{Model: cfg.Model, Arch: archString(engine.Config{Arch: cfg.Arch}), Params: cfg.Arch.NumParams(),
+		Dtype: cfg.Dtype.String(), Machine: Machine()}
+	device, note := cfg.Device, ""
+	switch cfg.Device {
+	case DeviceCPU:
+	case "", DeviceAuto:
+		device, note = DeviceCPU, "device auto: the CPU (this build has no CUDA backend yet)"
+	case DeviceCUDA:
+		for _, b := range cfg.BatchSizes {
+			res.Rows = append(res.Rows, StepRow{Device: DeviceCUDA, BatchSize: b, Note: "unavailable: this build has no CUDA backend yet"})
+		}
+		return res, nil
+	default:
+		return nil, fmt.Errorf("bench: step: device %q: want cpu, auto or cuda: %w", cfg.Device, ErrInvalid)
+	}
+	for _, b := range cfg.BatchSizes {
+		row, err := stepRow(ctx, cfg, b)
+		if err != nil {
+			return nil, err
+		}
+		row.Device, row.Note = device, note
+		res.Rows = append(res.Rows, row)
+	}
+	return res, nil
+}
+
+// stepRow measures one batch size.
+func stepRow(ctx context.Context, cfg StepConfig, batch int) (StepRow, error) {
+	phys := cfg.PhysicalBatch
+	if phys == 0 {
+		phys = 256
+	}
+	phys = min(phys, batch)
+	row := StepRow{Available: true, BatchSize: batch, PhysicalBatch: phys}
+	ds := randomData(cfg.Arch, max(4096, batch), cfg.Seed)
+	learners := make([]*engine.Learner, 2) // 0: DP, 1: non-private
+	for i := range learners {
+		ec := engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype, PhysicalBatch: phys, Replicas: cfg.Replicas, Epochs: 1,
+			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.1}}
+		l, err := engine.NewLearner(ec)
+		if err != nil {
+			return row, fmt.Errorf("bench: step: %w", err)
+		}
+		defer l.Close()
+		learners[i] = l
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+	idx := make([]int, batch)
+	step := func(mode, n int) (time.Duration, error) {
+		for j := range idx {
+			idx[j] = rng.IntN(ds.N)
+		}
+		sigma := 1.0
+		if mode == 1 {
+			sigma = 0
+		}
+		t0 := time.Now()
+		_, err := learners[mode].Step(ds, idx, sigma, kernels.NoiseKey{Seed: cfg.Seed, Step: uint64(n)}, 0.1, float64(batch))
+		return time.Since(t0), err
+	}
+	var total [2]time.Duration
+	n := 0
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return row, err
+		}
+		measured := i >= cfg.Warmup
+		if measured && n >= cfg.MinSteps && total[0] >= cfg.MinTime && total[1] >= cfg.MinTime {
+			break
+		}
+		order := [2]int{0, 1}
+		if i%2 == 1 {
+			order = [2]int{1, 0}
+		}
+		for _, mode := range order {
+			d, err := step(mode, i)
+			if err != nil {
+				return row, fmt.Errorf("bench: step: batch %d: %w", batch, err)
+			}
+			if measured {
+				total[mode] += d
+			}
+		}
+		if measured {
+			n++
+		}
+	}
+	row.Steps = n
+	dp := sig(1000*total[0].Seconds()/float64(n), 4)
+	np := sig(1000*total[1].Seconds()/float64(n), 4)
+	dpx := sig(float64(batch*n)/total[0].Seconds(), 4)
+	npx := sig(float64(batch*n)/total[1].Seconds(), 4)
+	ratio := sig(total[0].Seconds()/total[1].Seconds(), 4)
+	over := sig(100*(total[0].Seconds()/total[1].Seconds()-1), 3)
+	row.DPMs, row.NonPrivateMs, row.DPExamplesPerSec, row.NonPrivateExPerSec, row.Ratio, row.OverheadPercent = &dp, &np, &dpx, &npx, &ratio, &over
+	return row, nil
+}
+
+// randomData is n examples of standard normal features and uniform labels for arch.
+func randomData(arch nn.Arch, n int, seed uint64) *datasets.Dataset {
+	r := rand.New(rand.NewPCG(seed, 7))
+	d := arch.InputSize()
+	ds := &datasets.Dataset{Name: "random", X: make([]float32, n*d), Y: make([]int, n), N: n, D: d, Classes: arch.Classes, Shape: arch.Input}
+	for i := range ds.X {
+		ds.X[i] = float32(r.NormFloat64())
+	}
+	for i := range ds.Y {
+		ds.Y[i] = r.IntN(arch.Classes)
+	}
+	return ds
+}
+
+// StepTable returns the rows as a Markdown table.
+func StepTable(r *StepResult) string {
+	s := fmt.Sprintf("%s %s (%d parameters, %s), %s\n\n", r.Model, r.Arch, r.Params, r.Dtype, r.Machine)
+	s += "| device | batch | physical batch | steps | DP ms/step | non-private ms/step | DP examples/s | non-private examples/s | DP / non-private |\n"
+	s += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+	for _, x := range r.Rows {
+		s += fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", x.Device, x.BatchSize, x.PhysicalBatch, x.Steps,
+			NumPtr(x.DPMs), NumPtr(x.NonPrivateMs), NumPtr(x.DPExamplesPerSec), NumPtr(x.NonPrivateExPerSec), NumPtr(x.Ratio))
+	}
+	seen := map[string]bool{}
+	for _, x := range r.Rows {
+		if x.Note != "" && !seen[x.Note] {
+			seen[x.Note] = true
+			s += "\n" + x.Note + "\n"
+		}
+	}
+	return s
+}
