@@ -14,6 +14,10 @@
 // of a step is non-finite stops with an error wrapping ErrDiverged, without writing a
 // checkpoint, so the last good one stays intact. Config.Secure draws the noise from a
 // cryptographically secure source (kernels.AddSecureGaussian).
+//
+// Devices: Config.Device runs the steps of dense float32 models on the CUDA trainer (package
+// cuda, device.go here), with the same sampler, noise keys, schedule, guards, ledger and
+// checkpoints; DeviceAuto falls back to the CPU, saying why, when the device cannot take the run.
 package engine
 
 import (
@@ -27,6 +31,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
@@ -64,6 +69,18 @@ type Config struct {
 	// sampler is the caller's: wrap it with sampler.Secure for secure sampling. A secure run
 	// is not reproducible, and its resume continues correctly but not bitwise.
 	Secure bool
+	// Device chooses where the steps run: DeviceCPU ("" too), DeviceCUDA or DeviceAuto
+	// (device.go; CUDASupport says which runs the device takes). On the device the steps run
+	// on the CUDA trainer; evaluation, the moving average, the guards, the ledger and the
+	// checkpoints stay on the host, with the parameters and optimizer state brought back for
+	// them. Results equal the CPU's to float32 rounding, not bitwise (the GEMMs sum in another
+	// order); a device run is reproducible and resumes bit for bit on the device.
+	Device string
+	// CUDA opens the device (zero value: the default device and libraries, DPSGD_LIBCUDA and
+	// DPSGD_LIBCUBLAS honoured).
+	CUDA cuda.Options
+	// OnDeviceFallback, if set, is told once why a DeviceAuto run does not use the device.
+	OnDeviceFallback func(why string)
 }
 
 // Noise mechanisms of Config.Noise.
@@ -128,6 +145,9 @@ func (c *Config) Validate() error {
 	if err := c.Checkpoint.validate(); err != nil {
 		return err
 	}
+	if err := c.validateDevice(); err != nil {
+		return err
+	}
 	return c.Optimizer.Validate()
 }
 
@@ -186,6 +206,10 @@ type Result struct {
 	ResumedFromStep    int
 	Checkpoints        int
 	LastCheckpointStep int
+
+	// Device is where the steps ran: DeviceCPU or DeviceCUDA; DeviceName describes the GPU.
+	Device     string
+	DeviceName string
 }
 
 // Progress receives the loop's events; all methods are called from the training goroutine.
@@ -244,23 +268,43 @@ type run[T kernels.Float] struct {
 	idx    []int
 	noise  uint64
 	secure *kernels.SecureSource // Config.Secure: the noise source
+	gpu    *gpu                  // the CUDA trainer (nil: the steps run on the CPU)
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
+	r, err := newRunParams[T](cfg)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.build()
+}
+
+// newRunParams makes the run's initial parameters; build completes the run.
+func newRunParams[T kernels.Float](cfg Config) (*run[T], error) {
 	params, err := nn.NewParams(cfg.Arch, cfg.Dtype, mix(cfg.Seed, 1))
 	if err != nil {
 		return nil, err
 	}
-	r := &run[T]{cfg: cfg, params: params, noise: mix(cfg.Seed, 3)}
+	return &run[T]{cfg: cfg, params: params, noise: mix(cfg.Seed, 3)}, nil
+}
+
+// build makes the noise source, the training graphs (none on the device), the evaluation
+// graphs, the gradient buffers and the optimizer.
+func (r *run[T]) build() error {
+	cfg, params := r.cfg, r.params
+	var err error
 	if cfg.Secure && !cfg.NonPrivate {
 		if r.secure, err = kernels.NewSecureSource(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for range cfg.Replicas {
+		if r.gpu != nil {
+			break
+		}
 		rep, err := newReplica[T](cfg.Arch, params, cfg.PhysicalBatch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.reps = append(r.reps, rep)
 	}
@@ -272,7 +316,7 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 	for range cfg.Replicas {
 		ev, err := newEvaluator[T](cfg.Arch, evalParams, cfg.EvalBatch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.evals = append(r.evals, ev)
 	}
@@ -283,11 +327,14 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 		r.grads = append(r.grads, make([]T, n))
 	}
 	r.opt = newOptimizer[T](cfg.Optimizer, sizes)
-	return r, nil
+	return nil
 }
 
 // step performs one logical DP-SGD step on the batch idx (DESIGN.md steps 2–8).
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
+	if r.gpu != nil {
+		return r.stepGPU(idx, step, total, expectedBatch)
+	}
 	st, err := r.clippedSum(ds, idx)
 	if err != nil {
 		return st, err
@@ -354,15 +401,24 @@ func paramSlices[T kernels.Float](p *nn.Params) [][]T {
 }
 
 func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datasets.Dataset, smp sampler.Sampler, pv Privacy, prog Progress) (*Result, error) {
-	r, err := newRun[T](cfg)
+	r, err := newRunParams[T](cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
+	if err := r.attachDevice(train); err != nil {
+		return nil, err
+	}
+	if err := r.build(); err != nil {
+		return nil, err
+	}
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
 	expected := smp.ExpectedBatchSize()
-	res := &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1}
+	res := &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU}
+	if r.gpu != nil {
+		res.Device, res.DeviceName = DeviceCUDA, r.gpu.name
+	}
 	epsAt := func(steps int) (float64, error) {
 		if cfg.NonPrivate || pv.Accountant == nil {
 			return math.NaN(), nil
@@ -392,6 +448,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 				cfg.Epochs, total, c.State.Step, c.State.Epoch+1, (c.State.Step+m-1)/m)
 		}
 		if err := r.restore(c); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if err := r.push(); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !cfg.NonPrivate {
@@ -429,6 +488,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			st.Partial = toCheckpointStats(es)
 			st.Partial.TrainAcc = float64(correct)
 		}
+		if err := r.pull(true); err != nil {
+			return fmt.Errorf("checkpoint at step %d: %w", step, err)
+		}
 		if err := checkpoint.Write(ck.Path, r.snapshot(cc, st, &pv)); err != nil {
 			return fmt.Errorf("checkpoint at step %d: %w", step, err)
 		}
@@ -441,11 +503,12 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	// the guards' totals.
 	start := time.Now()
 	startExamples := examples
-	stopped := func() {
+	stopped := func() error {
 		res.NonFinite += es.NonFinite
 		res.NonFiniteLoss += es.NonFiniteLoss
-		r.finish(res, test, step)
+		ferr := r.finish(res, test, step)
 		res.finishRate(start, examples-startExamples)
+		return ferr
 	}
 	if ck.Resume == nil {
 		// A first checkpoint before any step: an unwritable path fails now, not after the run.
@@ -493,8 +556,8 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 				res.Interrupted = true
 				es.Seconds = time.Since(t0).Seconds()
 				werr := save(true)
-				stopped()
-				return res, errors.Join(fmt.Errorf("%w at epoch %d, step %d of %d (%d steps done): %w", ErrInterrupted, epoch+1, s+1, m, step, err), werr)
+				ferr := stopped()
+				return res, errors.Join(fmt.Errorf("%w at epoch %d, step %d of %d (%d steps done): %w", ErrInterrupted, epoch+1, s+1, m, step, err), werr, ferr)
 			}
 			r.idx = smp.Batch(epoch, s, r.idx)
 			st, err := r.step(train, r.idx, step, total, expected)
@@ -502,8 +565,8 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 				if errors.Is(err, ErrDiverged) {
 					res.Diverged, res.DivergedAt = true, step+1
 					step++
-					stopped()
-					return res, fmt.Errorf("epoch %d step %d: %w; %s", epoch+1, s+1, err, lastGood(res))
+					ferr := stopped()
+					return res, errors.Join(fmt.Errorf("epoch %d step %d: %w; %s", epoch+1, s+1, err, lastGood(res)), ferr)
 				}
 				return res, fmt.Errorf("epoch %d step %d: %w", epoch+1, s+1, err)
 			}
@@ -518,10 +581,14 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			correct += st.Correct
 			es.NonFinite += st.NonFinite
 			es.ClippedFrac += float64(st.Clipped)
-			if why := r.diverged(st); why != "" {
+			why, err := r.diverged(st)
+			if err != nil {
+				return res, fmt.Errorf("epoch %d step %d: %w", epoch+1, s+1, err)
+			}
+			if why != "" {
 				res.Diverged, res.DivergedAt = true, step
-				stopped()
-				return res, fmt.Errorf("%w at epoch %d, step %d: %s; %s", ErrDiverged, epoch+1, s+1, why, lastGood(res))
+				ferr := stopped()
+				return res, errors.Join(fmt.Errorf("%w at epoch %d, step %d: %s; %s", ErrDiverged, epoch+1, s+1, why, lastGood(res)), ferr)
 			}
 			eps := math.NaN()
 			if s == m-1 { // ε once per epoch: it is the epoch's record too
@@ -541,6 +608,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			es.ClippedFrac /= float64(es.ExamplesSeen)
 		}
 		es.Steps = step
+		if err := r.pull(false); err != nil {
+			return res, fmt.Errorf("epoch %d: %w", epoch+1, err)
+		}
 		if es.TestAcc, err = r.evaluate(test); err != nil {
 			return res, err
 		}
@@ -560,7 +630,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	if err := save(true); err != nil {
 		return res, err
 	}
-	r.finish(res, test, step)
+	if err := r.finish(res, test, step); err != nil {
+		return res, err
+	}
 	res.finishRate(start, examples-startExamples)
 	if res.EpochsRun > 0 {
 		res.TestAccuracy = res.History[len(res.History)-1].TestAcc
@@ -585,17 +657,21 @@ func lastGood(res *Result) string {
 
 // diverged returns why the run can no longer continue, or "": its parameters are not finite,
 // or every example of the step had a non-finite gradient (and loss).
-func (r *run[T]) diverged(st StepStats) string {
-	if !finite(paramSlices[T](r.params)) {
-		return "the parameters became non-finite"
+func (r *run[T]) diverged(st StepStats) (string, error) {
+	ok, err := r.paramsFinite()
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "the parameters became non-finite", nil
 	}
 	if r.ema != nil && !finite(paramSlices[T](r.ema)) {
-		return "the moving average of the parameters became non-finite"
+		return "the moving average of the parameters became non-finite", nil
 	}
 	if st.BatchSize > 0 && st.NonFinite == st.BatchSize {
-		return fmt.Sprintf("the loss and gradient of every example of the step (%d) were non-finite", st.BatchSize)
+		return fmt.Sprintf("the loss and gradient of every example of the step (%d) were non-finite", st.BatchSize), nil
 	}
-	return ""
+	return "", nil
 }
 
 // finishRate sets the throughput from the examples processed in this call.
@@ -608,16 +684,24 @@ func (res *Result) finishRate(start time.Time, examples int) {
 }
 
 // finish records the final position and parameters' digest (and, for an interrupted run, the
-// test accuracy of the parameters it stopped with).
-func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) {
+// test accuracy of the parameters it stopped with). On the device it first brings the
+// parameters back; if that fails, the digest is left empty and the error returned.
+func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) error {
 	res.Steps = steps
+	if err := r.pull(false); err != nil {
+		return err
+	}
 	res.ParamsDigest = digest(paramSlices[T](r.params))
 	if res.Interrupted && test != nil {
 		res.TestAccuracy, _ = r.evaluate(test)
 	}
+	return nil
 }
 
 func (r *run[T]) close() {
+	if r.gpu != nil {
+		r.gpu.close()
+	}
 	for _, rep := range r.reps {
 		_ = rep.net.Close()
 	}

@@ -172,10 +172,8 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	default:
 		return nil, usagef("--model %q: want logreg, mlp or cnn", f.model)
 	}
-	switch f.device {
-	case "auto", "cpu":
-	case "cuda":
-		return nil, usagef("--device cuda: this build has no CUDA backend yet; use auto or cpu")
+	switch f.device { // where the run goes is decided by deviceApply (train_device.go)
+	case "auto", "cpu", "cuda":
 	default:
 		return nil, usagef("--device %q: want auto, cpu or cuda", f.device)
 	}
@@ -469,7 +467,8 @@ type trainJSON struct {
 	NonFinite         int                 `json:"non_finite_examples"`
 	Seconds           float64             `json:"seconds"`
 	Interrupted       bool                `json:"interrupted"`
-	Device            string              `json:"device"`
+	Device            string              `json:"device"`                // where the steps ran: cpu or cuda
+	DeviceName        string              `json:"device_name"`           // the GPU, or the CPU
 	Seed              uint64              `json:"seed"`
 	History           []engine.EpochStats `json:"history"`
 	// Checkpoints, numerical guards and secure mode (train_ckpt.go).
@@ -503,8 +502,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.ckptWire(rc, resumeFrom); err != nil {
 		return err
 	}
-	if f.device == "auto" && !f.quiet {
-		fmt.Fprintln(stderr, "dpsgd: device auto: using the CPU (this build has no CUDA backend yet)")
+	if err := f.deviceApply(rc, stderr); err != nil {
+		return err
 	}
 	if !f.secure {
 		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases (use --secure)")
@@ -526,7 +525,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	prog := newProgress(stderr, f.quiet, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
-	trainErr = ckptClassify(trainErr)
+	trainErr = deviceClassify(ckptClassify(trainErr))
 	if res == nil || (trainErr != nil && !res.Interrupted && !res.Diverged) {
 		return trainErr
 	}
@@ -537,7 +536,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.sigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.smp.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
-		Device: "cpu", Seed: f.seed, History: res.History, Noise: rc.cfg.Noise,
+		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, History: res.History, Noise: rc.cfg.Noise,
 	}
 	ckptFillJSON(&out, f, rc, res)
 	if rc.pv.Budget != nil {

@@ -15,8 +15,9 @@ import (
 )
 
 // ckptNotStored are the flags a checkpoint does not record: they describe this invocation,
-// not the run.
-var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true}
+// not the run (--device included: a run checkpointed on a GPU may resume on the CPU, not
+// bitwise, and the other way round).
+var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true, "device": true}
 
 // ckptCheckFlags checks --checkpoint, --checkpoint-every and --secure.
 func (f *trainFlags) ckptCheckFlags() error {

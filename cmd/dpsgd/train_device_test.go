@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpsgd/dpsgd/cuda"
+	"github.com/dpsgd/dpsgd/engine/checkpoint"
+)
+
+// TestMain points DPSGD_LIBCUDA, unless the environment sets it, at a library that does not
+// exist, so that every test not asking for the fake GPU runs `--device auto` on the CPU. Tests
+// that want the fake driver set DPSGD_LIBCUDA to it (selftestFake, t.Setenv). Without this,
+// once a test has loaded the fake libcuda.so.1 into the process the loader would find it again
+// by its soname, and every later `dpsgd train` would run on the (slow) fake GPU.
+func TestMain(m *testing.M) {
+	if os.Getenv(cuda.EnvLibCUDA) == "" {
+		os.Setenv(cuda.EnvLibCUDA, "/nonexistent/dpsgd-test-no-gpu/libcuda.so.1")
+	}
+	os.Exit(m.Run())
+}
+
+// deviceAdultDir writes a small Adult-format dataset (adult.data, adult.test) whose label
+// depends on a few columns: `dpsgd train --dataset adult --data-dir` then runs on a few
+// hundred examples, small enough for the fake CUDA driver, which runs every GPU thread as a
+// fiber on the CPU (milliseconds per example).
+func deviceAdultDir(t *testing.T, train, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	pick := func(s ...string) (string, int) { i := rng.IntN(len(s)); return s[i], i }
+	row := func(testFile bool) string {
+		age := 18 + rng.IntN(60)
+		work, _ := pick("Private", "Self-emp-not-inc", "State-gov")
+		edu, ei := pick("HS-grad", "Bachelors", "Masters")
+		marital, mi := pick("Never-married", "Married-civ-spouse", "Divorced")
+		occ, oi := pick("Adm-clerical", "Exec-managerial", "Sales")
+		rel, _ := pick("Husband", "Not-in-family", "Own-child")
+		race, _ := pick("White", "Black")
+		sex, _ := pick("Male", "Female")
+		country, _ := pick("United-States", "Mexico")
+		hours := 20 + rng.IntN(40)
+		score := float64(ei+mi%2+oi%2) + float64(age-40)/20 + float64(hours-40)/20 + rng.NormFloat64()*0.5
+		label := "<=50K"
+		if score > 2 {
+			label = ">50K"
+		}
+		if testFile {
+			label += "."
+		}
+		return fmt.Sprintf("%d, %s, %d, %s, %d, %s, %s, %s, %s, %s, %d, 0, %d, %s, %s\n", age, work, 50000+rng.IntN(200000), edu, 9+2*ei,
+			marital, occ, rel, race, sex, rng.IntN(3)*1000, hours, country, label)
+	}
+	var a, b strings.Builder
+	for range train {
+		a.WriteString(row(false))
+	}
+	b.WriteString("|1x3 Cross validator\n")
+	for range test {
+		b.WriteString(row(true))
+	}
+	for name, s := range map[string]string{"adult.data": a.String(), "adult.test": b.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// deviceTrainArgs is a short private MLP run on the small Adult data (momentum, cosine
+// schedule, moving average, weight decay: every host-side piece of the device loop).
+func deviceTrainArgs(dir string, extra ...string) []string {
+	return append([]string{"train", "--dataset", "adult", "--data-dir", dir, "--model", "mlp", "--hidden", "8",
+		"--epochs", "2", "--batch-size", "60", "--physical-batch", "32", "--sigma", "1.2", "--ema", "0.9",
+		"--weight-decay", "1e-3", "--quiet", "--json"}, extra...)
+}
+
+func keysOf(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// TestTrainDeviceCUDAMatchesCPU: `dpsgd train --device cuda` on the fake driver trains end to
+// end, and its result equals the CPU run's: the same JSON keys, ε, σ, steps, epochs and
+// ledger exactly; device "cuda" naming the GPU; test accuracy within one test example; final
+// parameters (from the two runs' checkpoints) within 2e-6·(1 + |w|): float32 sums in another
+// order differ by a few ulps per step (see engine's TestDeviceMatchesCPU), while a wrong noise
+// key, clip or optimizer constant differs by 1e-3 or more.
+func TestTrainDeviceCUDAMatchesCPU(t *testing.T) {
+	selftestFake(t)
+	dir := deviceAdultDir(t, 240, 200)
+	ckDir := t.TempDir()
+	res := map[string]map[string]any{}
+	for _, dev := range []string{"cpu", "cuda"} {
+		ck := filepath.Join(ckDir, dev+".ckpt")
+		code, out, errOut := runCmd(t, deviceTrainArgs(dir, "--device", dev, "--checkpoint", ck)...)
+		if code != 0 {
+			t.Fatalf("--device %s: exit %d: %s", dev, code, errOut)
+		}
+		res[dev] = lastJSON(t, out)
+	}
+	cpu, dev := res["cpu"], res["cuda"]
+	if cpu["device"] != "cpu" || dev["device"] != "cuda" || !strings.Contains(fmt.Sprint(dev["device_name"]), "FakeGPU") {
+		t.Fatalf("devices %v and %v (%v)", cpu["device"], dev["device"], dev["device_name"])
+	}
+	if !strings.Contains(fmt.Sprint(cpu["device_name"]), "CPU") {
+		t.Fatalf("cpu device_name %v", cpu["device_name"])
+	}
+	if ck, dk := keysOf(cpu), keysOf(dev); !reflect.DeepEqual(ck, dk) {
+		t.Fatalf("JSON keys differ:\n cpu  %v\n cuda %v", ck, dk)
+	}
+	for _, k := range []string{"epsilon", "sigma", "steps", "epochs_run", "ledger", "guarantee", "sample_rate", "non_finite_examples", "stopped_by_budget"} {
+		if !reflect.DeepEqual(cpu[k], dev[k]) {
+			t.Errorf("%s: cuda %v, cpu %v", k, dev[k], cpu[k])
+		}
+	}
+	if cpu["params_digest"] == dev["params_digest"] {
+		t.Errorf("cuda and cpu parameters are bit-identical: the device did not run")
+	}
+	if d := math.Abs(dev["test_accuracy"].(float64) - cpu["test_accuracy"].(float64)); d > 1.0/200+1e-12 {
+		t.Errorf("test accuracy: cuda %v, cpu %v", dev["test_accuracy"], cpu["test_accuracy"])
+	}
+	a, err := checkpoint.Load(filepath.Join(ckDir, "cuda.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoint.Load(filepath.Join(ckDir, "cpu.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.Params {
+		for j, w := range b.Params[i] {
+			if d := math.Abs(a.Params[i][j]-w) / (1 + math.Abs(w)); !(d <= 2e-6) {
+				t.Fatalf("parameter %d[%d]: cuda %v, cpu %v", i, j, a.Params[i][j], w)
+			}
+		}
+	}
+}
+
+// TestTrainDeviceAutoNoDriver: --device auto without a driver says so in exactly one stderr
+// line and gives the --device cpu run's result bit for bit; --device cuda is exit 2 naming
+// the library; configurations the device does not run are one line under auto and exit 2
+// under cuda.
+func TestTrainDeviceAutoNoDriver(t *testing.T) {
+	t.Setenv(cuda.EnvLibCUDA, "/nonexistent/libcuda.so.1")
+	dir := deviceAdultDir(t, 240, 200)
+	code, outCPU, errCPU := runCmd(t, deviceTrainArgs(dir, "--device", "cpu")...)
+	if code != 0 {
+		t.Fatalf("cpu: exit %d: %s", code, errCPU)
+	}
+	code, outAuto, errAuto := runCmd(t, deviceTrainArgs(dir, "--device", "auto")...)
+	if code != 0 {
+		t.Fatalf("auto: exit %d: %s", code, errAuto)
+	}
+	extra := strings.Replace(errAuto, errCPU, "", 1)
+	if strings.Count(extra, "\n") != 1 || !strings.Contains(extra, "running on the CPU") || !strings.Contains(extra, "nonexistent") {
+		t.Fatalf("auto without a driver: stderr beyond the cpu run's %q, want one line saying why", extra)
+	}
+	c, a := lastJSON(t, outCPU), lastJSON(t, outAuto)
+	if a["device"] != "cpu" || a["params_digest"] != c["params_digest"] || a["epsilon"] != c["epsilon"] {
+		t.Fatalf("auto: device %v digest %v ε %v; cpu digest %v ε %v", a["device"], a["params_digest"], a["epsilon"], c["params_digest"], c["epsilon"])
+	}
+	code, _, errOut := runCmd(t, deviceTrainArgs(dir, "--device", "cuda")...)
+	if code != 2 || !strings.Contains(errOut, "nonexistent") {
+		t.Fatalf("cuda without a driver: exit %d, %q; want 2 naming the library", code, errOut)
+	}
+	for _, tc := range []struct{ flag, why string }{{"--float64", "float64"}, {"--secure", "secure"}} {
+		args := deviceTrainArgs(dir, tc.flag)
+		code, _, errOut := runCmd(t, append(args, "--device", "cuda")...)
+		if code != 2 || !strings.Contains(errOut, "--device cuda") || !strings.Contains(errOut, tc.why) {
+			t.Fatalf("--device cuda %s: exit %d, %q; want 2 naming %s", tc.flag, code, errOut, tc.why)
+		}
+		code, out, errOut := runCmd(t, append(args, "--device", "auto")...)
+		if code != 0 || strings.Count(errOut, "device auto: running on the CPU") != 1 || !strings.Contains(errOut, tc.why) || lastJSON(t, out)["device"] != "cpu" {
+			t.Fatalf("--device auto %s: exit %d, %q", tc.flag, code, errOut)
+		}
+	}
+	if code, _, errOut := runCmd(t, deviceTrainArgs(dir, "--device", "tpu")...); code != 2 || !strings.Contains(errOut, "--device") {
+		t.Fatalf("--device tpu: exit %d, %q", code, errOut)
+	}
+}
+
+// TestTrainDeviceFaults runs `dpsgd train` in child processes with the fake driver's fault
+// injection: a kernel launch failing in the middle of the run is a run error (exit 1, the
+// CUDA error named), not a hang, a panic or a usage error; device memory exhausted while the
+// trainer uploads the data is one line and a CPU run under auto, and exit 2 under cuda.
+func TestTrainDeviceFaults(t *testing.T) {
+	// The children load their own build (this process may have loaded the shared one from a
+	// directory since removed).
+	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir())
+	if err != nil {
+		t.Skip("fake CUDA driver unavailable: " + err.Error())
+	}
+	dir := deviceAdultDir(t, 240, 200)
+	for _, tc := range []struct {
+		name, fault, device string
+		code                int
+		stderr              string
+	}{
+		{"launch-fail-mid-run", "FAKECUDA_LAUNCH_FAIL=400", "cuda", 1, "CUDA_ERROR_LAUNCH_FAILED"},
+		{"launch-fail-mid-run-auto", "FAKECUDA_LAUNCH_FAIL=400", "auto", 1, "CUDA_ERROR_LAUNCH_FAILED"},
+		{"oom-at-start-auto", "FAKECUDA_OOM_AT=12", "auto", 0, "running on the CPU"},
+		{"oom-at-start-cuda", "FAKECUDA_OOM_AT=12", "cuda", 2, "CUDA_ERROR_OUT_OF_MEMORY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTrainDeviceChild$", "-test.v")
+			cmd.Env = append(os.Environ(), tc.fault, "DPSGD_DEVICE_CHILD="+dir, "DPSGD_DEVICE_CHILD_DEVICE="+tc.device,
+				cuda.EnvLibCUDA+"="+libcuda, cuda.EnvLibCUBLAS+"="+libcublas)
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("the run hung (%v):\n%s", ctx.Err(), out)
+			}
+			if err != nil || strings.Contains(string(out), "panic") {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			if _, e, ok := strings.Cut(string(out), "stderr:\n"); ok {
+				t.Logf("child's stderr:\n%s", e)
+			}
+			want := fmt.Sprintf("child exit %d\n", tc.code)
+			if !strings.Contains(string(out), want) || !strings.Contains(string(out), tc.stderr) {
+				t.Fatalf("want %q and %q in the child's output:\n%s", strings.TrimSpace(want), tc.stderr, out)
+			}
+			if tc.code == 0 && (!strings.Contains(string(out), `"device":"cpu"`) || strings.Count(string(out), "running on the CPU") != 1) {
+				t.Fatalf("auto after a device failure at the start: want one line and a CPU run:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestTrainDeviceChild is the child process of TestTrainDeviceFaults (skipped otherwise): it
+// runs dpsgd train and prints the exit status, stdout and stderr.
+func TestTrainDeviceChild(t *testing.T) {
+	dir := os.Getenv("DPSGD_DEVICE_CHILD")
+	if dir == "" {
+		t.Skip("child process of TestTrainDeviceFaults")
+	}
+	code, out, errOut := runCmd(t, deviceTrainArgs(dir, "--device", os.Getenv("DPSGD_DEVICE_CHILD_DEVICE"))...)
+	fmt.Printf("child exit %d\nstdout:\n%s\nstderr:\n%s\n", code, out, errOut)
+}
