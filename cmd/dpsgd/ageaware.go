@@ -58,14 +58,6 @@ func ageUsageErr(flagName string, err error) error {
 	return err
 }
 
-// ageNum returns a pointer to v, or nil for NaN/±Inf (JSON null).
-func ageNum(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
 // ageParseRows parses a matrix written as rows separated by ';' or newlines,
 // entries separated by commas or white space; '#' starts a comment.
 func ageParseRows(text, name string) ([][]float64, error) {
@@ -194,12 +186,12 @@ func ageTV(args []string, stdout io.Writer) error {
 	}
 	out := make([]ageTVRow, maxAge+1)
 	for t := range out {
-		out[t] = ageTVRow{Age: t, TV: ageNum(tv[t])}
+		out[t] = ageTVRow{Age: t, TV: num(tv[t])}
 		if bound != nil {
-			out[t].TVBound = ageNum(bound[t])
+			out[t].TVBound = num(bound[t])
 		}
 		if post != nil {
-			out[t].Posterior = ageNum(post[t])
+			out[t].Posterior = num(post[t])
 		}
 	}
 	if jsonOut {
@@ -432,8 +424,8 @@ func ageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		rep.Points = append(rep.Points, ageSimPoint{
 			Scheme: pt.Scheme.String(), Scheduling: pt.Scheme.Scheduling.String(), Noise: pt.Scheme.Noise.String(),
-			Eps: pt.Eps, Schedule: sch, Loss: ageNum(pt.Loss), LossStdErr: ageNum(pt.LossStdErr),
-			ExactLoss: ageNum(pt.ExactLoss), Bound: ageNum(pt.Bound), NoisePower: ageNum(pt.NoisePower), MeanEpsC: ageNum(pt.MeanEpsC),
+			Eps: pt.Eps, Schedule: sch, Loss: num(pt.Loss), LossStdErr: num(pt.LossStdErr),
+			ExactLoss: num(pt.ExactLoss), Bound: num(pt.Bound), NoisePower: num(pt.NoisePower), MeanEpsC: num(pt.MeanEpsC),
 		})
 	}
 	rep.Findings = ageFindings(res)

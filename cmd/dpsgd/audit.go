@@ -57,14 +57,6 @@ type auditResultJSON struct {
 	Violation            bool     `json:"violation"`
 }
 
-// auditFinite returns &v, or nil for NaN and ±Inf.
-func auditFinite(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
 func parseAuditFlags(args []string, stdout io.Writer) (*auditFlags, error) {
 	f := &auditFlags{runs: 5000, epochs: 1, n: 16, batch: 4, delta: 1e-5, confidence: 0.95, threat: audit.ThreatIterates, seed: 1}
 	fs := flag.NewFlagSet("dpsgd audit", flag.ContinueOnError)
@@ -231,9 +223,9 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Sampler: r.Sampler, Accountant: r.Accountant, Canary: r.Canary, Threat: r.Threat,
 				Sigma: r.Sigma, Delta: r.Delta, Epochs: r.Epochs, Steps: r.Steps, StepsPerEpoch: r.StepsPerEpoch,
 				Runs: r.Runs, Confidence: r.Confidence,
-				EpsilonAccountant: auditFinite(r.EpsilonAccountant), EpsilonEmpirical: auditFinite(e.Point),
-				EpsilonEmpiricalLow: auditFinite(e.Low), EpsilonEmpiricalHigh: auditFinite(e.High),
-				EpsilonLowerBound: auditFinite(r.EpsilonLowerBound),
+				EpsilonAccountant: num(r.EpsilonAccountant), EpsilonEmpirical: num(e.Point),
+				EpsilonEmpiricalLow: num(e.Low), EpsilonEmpiricalHigh: num(e.High),
+				EpsilonLowerBound: num(r.EpsilonLowerBound),
 				Threshold:         e.Threshold, FPR: e.FPR(), FNR: e.FNR(), Unclipped: r.Unclipped,
 				RunsPerSecond: r.RunsPerSecond, Violation: r.Violation,
 			})

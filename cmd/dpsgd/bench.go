@@ -229,15 +229,9 @@ func (f *benchSamplerFlags) config(ctx context.Context) (*bench.SamplersConfig, 
 			accs[s] = m
 		}
 	}
-	act, err := nn.ParseActivation(f.activation)
+	act, hidden, err := parseLayers(f.activation, f.hidden, p.hidden)
 	if err != nil {
-		return nil, usagef("--activation: %v", err)
-	}
-	hidden := p.hidden
-	if f.hidden != "" {
-		if hidden, err = parseWidths(f.hidden); err != nil {
-			return nil, usagef("--hidden %q: %v", f.hidden, err)
-		}
+		return nil, err
 	}
 
 	var train, test *datasets.Dataset
@@ -257,17 +251,9 @@ func (f *benchSamplerFlags) config(ctx context.Context) (*bench.SamplersConfig, 
 	if f.batch > train.N {
 		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
 	}
-	var arch nn.Arch
-	switch f.model {
-	case "logreg":
-		arch = nn.LogReg(train.Shape, train.Classes)
-	case "mlp":
-		arch = nn.MLP(train.Shape, train.Classes, hidden, act)
-	case "cnn":
-		if len(train.Shape) != 3 {
-			return nil, usagef("--model cnn needs image data ([C,H,W] examples); %s has shape %v", f.dataset, train.Shape)
-		}
-		arch = nn.CNN(train.Shape, train.Classes, hidden, act)
+	arch, err := newArch(f.model, f.dataset, train, hidden, act)
+	if err != nil {
+		return nil, err
 	}
 	params := arch.NumParams()
 	sigmaTol := 0.0 // accounting.SolveSigma's, as dpsgd train

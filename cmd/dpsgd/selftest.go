@@ -53,13 +53,6 @@ type selftestResult struct {
 	OK          bool            `json:"ok"`
 }
 
-func selftestPtr(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
 // cmdSelftest runs `dpsgd selftest`: exit 0 when every check passes, 1 when one fails, 2 for
 // a usage error or no usable GPU.
 func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -91,7 +84,7 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	res.Mean, res.Std, res.Kurtosis = selftestPtr(m), selftestPtr(s), selftestPtr(k)
+	res.Mean, res.Std, res.Kurtosis = num(m), num(s), num(k)
 	// 5 standard errors: mean σ/√n, std ≈ σ/√(2n), kurtosis ≈ √(24/n).
 	n := float64(draws)
 	res.NoiseOK = math.Abs(m) < 5/math.Sqrt(n) && math.Abs(s-1) < 5/math.Sqrt(2*n) && math.Abs(k-3) < 5*math.Sqrt(24/n)
@@ -182,7 +175,7 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	rng := rand.New(rand.NewPCG(2026, 11))
 	var out []selftestCheck
 	add := func(name string, err float64, tol float64) {
-		out = append(out, selftestCheck{Kernel: name, MaxErr: selftestPtr(err), Tol: tol, OK: err <= tol})
+		out = append(out, selftestCheck{Kernel: name, MaxErr: num(err), Tol: tol, OK: err <= tol})
 	}
 	var bufs []cuda.Buffer
 	defer func() {
@@ -268,7 +261,7 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		// The device computes the CPU's numbers with the same operations (dpsgd.cu): every
 		// value must be bit-identical, not merely close.
 		miss := selftestMismatches(got, want)
-		out = append(out, selftestCheck{Kernel: c.name, MaxErr: selftestPtr(selftestMaxRel(got, want)), Mismatches: &miss, OK: miss == 0})
+		out = append(out, selftestCheck{Kernel: c.name, MaxErr: num(selftestMaxRel(got, want)), Mismatches: &miss, OK: miss == 0})
 	}
 	// A one-step check of the whole dense DP step against the CPU oracle is in the cuda
 	// package's tests; here the layer kernels are checked against closed forms.
@@ -377,7 +370,7 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 	if err != nil {
 		return err
 	}
-	res.DPStepMs, res.PlainStepMs, res.Ratio = selftestPtr(dp), selftestPtr(plain), selftestPtr(dp/plain)
+	res.DPStepMs, res.PlainStepMs, res.Ratio = num(dp), num(plain), num(dp/plain)
 
 	// The clip+noise part alone, layer 1 (784→256) and layer 2 (256→10).
 	type lay struct{ in, out int }
@@ -442,8 +435,8 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		return err
 	}
 	ms := el.Seconds() * 1e3 / float64(reps)
-	res.ClipNoiseMs = selftestPtr(ms)
-	res.ClipNoiseGB = selftestPtr(bytes / (ms * 1e-3) / 1e9)
+	res.ClipNoiseMs = num(ms)
+	res.ClipNoiseGB = num(bytes / (ms * 1e-3) / 1e9)
 
 	nn24 := min(1<<24, max(res.Draws, 1<<16))
 	g := alloc(nn24 * 4)
@@ -461,6 +454,6 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 	if err != nil {
 		return err
 	}
-	res.NoiseGS = selftestPtr(float64(nn24) * float64(reps) / el.Seconds() / 1e9)
+	res.NoiseGS = num(float64(nn24) * float64(reps) / el.Seconds() / 1e9)
 	return nil
 }

@@ -153,7 +153,7 @@ type runConfig struct {
 	newAcc      func(sigma float64) (privacy.Accountant, error)
 	// solveSigma returns the noise multiplier whose accountant (newAcc) meets the budget
 	// after steps steps.
-	solveSigma func(steps int, b privacy.Budget) (float64, error)
+	solveSigma  func(steps int, b privacy.Budget) (float64, error)
 	spec        accounting.Spec
 	sigmaSource string
 }
@@ -221,15 +221,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	if f.replicas < 0 {
 		return nil, usagef("--replicas %d: want ≥ 0", f.replicas)
 	}
-	act, err := nn.ParseActivation(f.activation)
+	act, hidden, err := parseLayers(f.activation, f.hidden, p.hidden)
 	if err != nil {
-		return nil, usagef("--activation: %v", err)
-	}
-	hidden := p.hidden
-	if f.hidden != "" {
-		if hidden, err = parseWidths(f.hidden); err != nil {
-			return nil, usagef("--hidden %q: %v", f.hidden, err)
-		}
+		return nil, err
 	}
 
 	train, test, err := loadData(ctx, f.dataset, f.dataDir, f.cacheDir, f.seed)
@@ -239,17 +233,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	if f.batch > train.N {
 		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
 	}
-	var arch nn.Arch
-	switch f.model {
-	case "logreg":
-		arch = nn.LogReg(train.Shape, train.Classes)
-	case "mlp":
-		arch = nn.MLP(train.Shape, train.Classes, hidden, act)
-	case "cnn":
-		if len(train.Shape) != 3 {
-			return nil, usagef("--model cnn needs image data ([C,H,W] examples); %s has shape %v", f.dataset, train.Shape)
-		}
-		arch = nn.CNN(train.Shape, train.Classes, hidden, act)
+	arch, err := newArch(f.model, f.dataset, train, hidden, act)
+	if err != nil {
+		return nil, err
 	}
 	dt := tensor.Float32
 	if f.float64 {
@@ -388,6 +374,38 @@ func orPreset[T any](given bool, dst *T, v T) {
 	}
 }
 
+// parseLayers parses --activation and --hidden (the preset's widths when hidden is "").
+func parseLayers(activation, hidden string, preset []int) (nn.Activation, []int, error) {
+	act, err := nn.ParseActivation(activation)
+	if err != nil {
+		return act, nil, usagef("--activation: %v", err)
+	}
+	if hidden == "" {
+		return act, preset, nil
+	}
+	widths, err := parseWidths(hidden)
+	if err != nil {
+		return act, nil, usagef("--hidden %q: %v", hidden, err)
+	}
+	return act, widths, nil
+}
+
+// newArch builds the --model architecture for the data.
+func newArch(model, dataset string, train *datasets.Dataset, hidden []int, act nn.Activation) (nn.Arch, error) {
+	switch model {
+	case "logreg":
+		return nn.LogReg(train.Shape, train.Classes), nil
+	case "mlp":
+		return nn.MLP(train.Shape, train.Classes, hidden, act), nil
+	case "cnn":
+		if len(train.Shape) != 3 {
+			return nn.Arch{}, usagef("--model cnn needs image data ([C,H,W] examples); %s has shape %v", dataset, train.Shape)
+		}
+		return nn.CNN(train.Shape, train.Classes, hidden, act), nil
+	}
+	return nn.Arch{}, usagef("--model %q: want logreg, mlp or cnn", model)
+}
+
 func parseWidths(s string) ([]int, error) {
 	var out []int
 	for _, part := range strings.Split(s, ",") {
@@ -467,8 +485,8 @@ type trainJSON struct {
 	NonFinite         int                 `json:"non_finite_examples"`
 	Seconds           float64             `json:"seconds"`
 	Interrupted       bool                `json:"interrupted"`
-	Device            string              `json:"device"`                // where the steps ran: cpu or cuda
-	DeviceName        string              `json:"device_name"`           // the GPU, or the CPU
+	Device            string              `json:"device"`      // where the steps ran: cpu or cuda
+	DeviceName        string              `json:"device_name"` // the GPU, or the CPU
 	Seed              uint64              `json:"seed"`
 	History           []engine.EpochStats `json:"history"`
 	// Checkpoints, numerical guards and secure mode (train_ckpt.go).
