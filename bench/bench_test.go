@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
@@ -374,5 +375,51 @@ func TestSafe(t *testing.T) {
 	v, err := safe("ok", func() (float64, error) { return 2, nil })
 	if v != 2 || err != nil {
 		t.Errorf("safe passes values on: %v, %v", v, err)
+	}
+}
+
+// TestStepCUDAFake: with a GPU (here the fake driver, which runs dpsgd.cu on the CPU) the
+// auto device times both the CPU and the GPU step of every batch size, interleaving DP and
+// non-private steps on each.
+func TestStepCUDAFake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the fake CUDA driver")
+	}
+	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir())
+	if err != nil && strings.Contains(err.Error(), "gcc not found") {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	arch := nn.MLP([]int{12}, 3, []int{8}, nn.Tanh)
+	res, err := Step(context.Background(), StepConfig{Model: "mlp", Arch: arch, BatchSizes: []int{4, 8}, Device: DeviceAuto,
+		MinTime: time.Millisecond, MinSteps: 2, Warmup: 1, Seed: 1, CUDA: cuda.Options{LibCUDA: libcuda, LibCUBLAS: libcublas}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpu, gpu int
+	for _, r := range res.Rows {
+		if !r.Available || r.DPMs == nil || !(*r.DPMs > 0) || !(*r.NonPrivateMs > 0) || r.Steps < 2 {
+			t.Fatalf("row %+v", r)
+		}
+		switch r.Device {
+		case DeviceCPU:
+			cpu++
+		case DeviceCUDA:
+			gpu++
+			if !strings.Contains(r.Note, "FakeGPU") {
+				t.Errorf("GPU row's note %q does not name the device", r.Note)
+			}
+		}
+	}
+	if cpu != 2 || gpu != 2 {
+		t.Fatalf("%d CPU rows and %d GPU rows, want 2 and 2: %+v", cpu, gpu, res.Rows)
+	}
+	// A model the GPU step cannot run is one unavailable row saying why.
+	cnn := nn.CNN([]int{1, 28, 28}, 3, []int{8}, nn.Tanh)
+	res, err = Step(context.Background(), StepConfig{Model: "cnn", Arch: cnn, BatchSizes: []int{4}, Device: DeviceCUDA,
+		MinTime: time.Millisecond, MinSteps: 1, Seed: 1, CUDA: cuda.Options{LibCUDA: libcuda, LibCUBLAS: libcublas}})
+	if err != nil || len(res.Rows) != 1 || res.Rows[0].Available || !strings.Contains(res.Rows[0].Note, "dense float32") {
+		t.Fatalf("cnn on cuda: %v %+v", err, res)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
@@ -16,8 +17,8 @@ import (
 // Devices of StepConfig.Device.
 const (
 	DeviceCPU  = "cpu"
-	DeviceAuto = "auto" // the CPU until a GPU backend is wired in
-	DeviceCUDA = "cuda" // reported as unavailable: this build has no CUDA backend yet
+	DeviceAuto = "auto" // the CPU, and the GPU too when one is there: CPU against GPU
+	DeviceCUDA = "cuda" // the GPU only; rows marked unavailable (with why) when there is none
 )
 
 // StepConfig is a step-time comparison.
@@ -34,6 +35,8 @@ type StepConfig struct {
 	MinSteps      int           // at least this many measured steps per mode; 0: 5
 	Warmup        int           // untimed steps per mode first; 0: 2
 	Seed          uint64
+	// CUDA selects the driver libraries (zero value: the defaults and $DPSGD_LIBCUDA).
+	CUDA cuda.Options
 }
 
 // StepRow is one device and batch size. Times are means per step; values are null (nil) on a
@@ -68,7 +71,10 @@ type StepResult struct {
 // batch size, on random data (4096 examples or the batch size if larger, indices drawn
 // uniformly), plain SGD at learning rate 0.1: the method of engine's BenchmarkStep. The two
 // modes are measured interleaved (DP, non-private, non-private, DP, ...) in one run, so that
-// load from other processes affects both alike. Device cuda gives rows marked unavailable.
+// load from other processes affects both alike. On the GPU (device cuda, or auto when a GPU is
+// there) the steps are cuda.Trainer's, float32 dense models only, with the data on the device;
+// a GPU that is not there or cannot run the model gives rows marked unavailable with the
+// reason, so the table says why a column is missing.
 func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 	if err := cfg.Arch.Validate(); err != nil {
 		return nil, fmt.Errorf("bench: step: model: %v: %w", err, ErrInvalid)
@@ -102,32 +108,128 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 	}
 	res := &StepResult{Model: cfg.Model, Arch: archString(engine.Config{Arch: cfg.Arch}), Params: cfg.Arch.NumParams(),
 		Dtype: cfg.Dtype.String(), Machine: Machine()}
-	device, note := cfg.Device, ""
+	var cpu, gpu bool
 	switch cfg.Device {
 	case DeviceCPU:
+		cpu = true
 	case "", DeviceAuto:
-		device, note = DeviceCPU, "device auto: the CPU (this build has no CUDA backend yet)"
+		cpu, gpu = true, true
 	case DeviceCUDA:
-		for _, b := range cfg.BatchSizes {
-			res.Rows = append(res.Rows, StepRow{Device: DeviceCUDA, BatchSize: b, Note: "unavailable: this build has no CUDA backend yet"})
-		}
-		return res, nil
+		gpu = true
 	default:
 		return nil, fmt.Errorf("bench: step: device %q: want cpu, auto or cuda: %w", cfg.Device, ErrInvalid)
 	}
-	for _, b := range cfg.BatchSizes {
-		row, err := stepRow(ctx, cfg, b)
-		if err != nil {
-			return nil, err
+	var dev *cuda.Device
+	why := ""
+	if gpu {
+		var err error
+		if len(cfg.Arch.Conv) > 0 || cfg.Dtype != tensor.Float32 {
+			why = "the GPU step runs dense float32 models only"
+		} else if dev, err = cuda.Open(cfg.CUDA); err != nil {
+			why = err.Error()
+		} else {
+			defer dev.Close()
 		}
-		row.Device, row.Note = device, note
-		res.Rows = append(res.Rows, row)
+	}
+	for _, b := range cfg.BatchSizes {
+		if cpu {
+			row, err := stepRow(ctx, cfg, b, cpuSteppers)
+			if err != nil {
+				return nil, err
+			}
+			row.Device = DeviceCPU
+			res.Rows = append(res.Rows, row)
+		}
+		if gpu && dev == nil && (cfg.Device == DeviceCUDA || b == cfg.BatchSizes[0]) {
+			res.Rows = append(res.Rows, StepRow{Device: DeviceCUDA, BatchSize: b, Note: "unavailable: " + why})
+		}
+		if dev != nil {
+			row, err := stepRow(ctx, cfg, b, gpuSteppers(dev))
+			if err != nil {
+				return nil, err
+			}
+			row.Device, row.Note = DeviceCUDA, dev.Info().String()
+			res.Rows = append(res.Rows, row)
+		}
 	}
 	return res, nil
 }
 
+// stepper runs logical step n of one mode on a batch (idx) and returns its duration.
+type stepper func(idx []int, n int) (time.Duration, error)
+
+// steppers builds the DP (index 0) and non-private (1) steppers of a row on ds; close frees them.
+type steppers func(cfg StepConfig, phys, batch int, ds *datasets.Dataset) (modes [2]stepper, close func(), err error)
+
+// cpuSteppers runs engine.Learner steps, as engine's BenchmarkStep.
+func cpuSteppers(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
+	var modes [2]stepper
+	var learners []*engine.Learner
+	closeAll := func() {
+		for _, l := range learners {
+			l.Close()
+		}
+	}
+	for i := range modes {
+		ec := engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype, PhysicalBatch: phys, Replicas: cfg.Replicas, Epochs: 1,
+			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.1}}
+		l, err := engine.NewLearner(ec)
+		if err != nil {
+			closeAll()
+			return modes, nil, fmt.Errorf("bench: step: %w", err)
+		}
+		learners = append(learners, l)
+		sigma := 1.0
+		if i == 1 {
+			sigma = 0
+		}
+		modes[i] = func(idx []int, n int) (time.Duration, error) {
+			t0 := time.Now()
+			_, err := l.Step(ds, idx, sigma, kernels.NoiseKey{Seed: cfg.Seed, Step: uint64(n)}, 0.1, float64(batch))
+			return time.Since(t0), err
+		}
+	}
+	return modes, closeAll, nil
+}
+
+// gpuSteppers runs cuda.Trainer steps on dev (the data uploaded once; Step returns after the
+// device finished, as it reads the step's statistics back).
+func gpuSteppers(dev *cuda.Device) steppers {
+	return func(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
+		var modes [2]stepper
+		var trainers []*cuda.Trainer
+		closeAll := func() {
+			for _, t := range trainers {
+				_ = t.Close()
+			}
+		}
+		params, err := nn.NewParams(cfg.Arch, tensor.Float32, cfg.Seed)
+		if err != nil {
+			return modes, nil, fmt.Errorf("bench: step: %w", err)
+		}
+		for i := range modes {
+			tc := cuda.TrainerConfig{Arch: cfg.Arch, PhysicalBatch: phys, Clip: 1, Sigma: 1, NonPrivate: i == 1, NoiseSeed: cfg.Seed}
+			if i == 1 {
+				tc.Clip, tc.Sigma = 0, 0
+			}
+			t, err := cuda.NewTrainer(dev, tc, params, ds)
+			if err != nil {
+				closeAll()
+				return modes, nil, fmt.Errorf("bench: step: cuda: %w", err)
+			}
+			trainers = append(trainers, t)
+			modes[i] = func(idx []int, n int) (time.Duration, error) {
+				t0 := time.Now()
+				_, err := t.Step(idx, n, float64(batch), 0.1)
+				return time.Since(t0), err
+			}
+		}
+		return modes, closeAll, nil
+	}
+}
+
 // stepRow measures one batch size.
-func stepRow(ctx context.Context, cfg StepConfig, batch int) (StepRow, error) {
+func stepRow(ctx context.Context, cfg StepConfig, batch int, build steppers) (StepRow, error) {
 	phys := cfg.PhysicalBatch
 	if phys == 0 {
 		phys = 256
@@ -135,30 +237,18 @@ func stepRow(ctx context.Context, cfg StepConfig, batch int) (StepRow, error) {
 	phys = min(phys, batch)
 	row := StepRow{Available: true, BatchSize: batch, PhysicalBatch: phys}
 	ds := randomData(cfg.Arch, max(4096, batch), cfg.Seed)
-	learners := make([]*engine.Learner, 2) // 0: DP, 1: non-private
-	for i := range learners {
-		ec := engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype, PhysicalBatch: phys, Replicas: cfg.Replicas, Epochs: 1,
-			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.1}}
-		l, err := engine.NewLearner(ec)
-		if err != nil {
-			return row, fmt.Errorf("bench: step: %w", err)
-		}
-		defer l.Close()
-		learners[i] = l
+	modes, closeModes, err := build(cfg, phys, batch, ds)
+	if err != nil {
+		return row, err
 	}
+	defer closeModes()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 	idx := make([]int, batch)
 	step := func(mode, n int) (time.Duration, error) {
 		for j := range idx {
 			idx[j] = rng.IntN(ds.N)
 		}
-		sigma := 1.0
-		if mode == 1 {
-			sigma = 0
-		}
-		t0 := time.Now()
-		_, err := learners[mode].Step(ds, idx, sigma, kernels.NoiseKey{Seed: cfg.Seed, Step: uint64(n)}, 0.1, float64(batch))
-		return time.Since(t0), err
+		return modes[mode](idx, n)
 	}
 	var total [2]time.Duration
 	n := 0

@@ -357,15 +357,22 @@ func TestBenchSamplersMatchTrain(t *testing.T) {
 	}
 }
 
-// TestBenchStep: the step table has one row per batch size with positive times, and cuda is
-// reported as unavailable.
+// TestBenchStep: the step table has one CPU row per batch size with positive times, and cuda
+// is reported as unavailable (the tests run without a driver: see TestMain).
 func TestBenchStep(t *testing.T) {
 	code, out, errOut := benchRun(t, "step", "--dataset", "synthetic", "--hidden", "16", "--batch-sizes", "32,64", "--min-time", "0.05", "--min-steps", "3", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	m := lastJSON(t, out)
-	rows, _ := m["rows"].([]any)
+	var rows []any
+	for _, r := range m["rows"].([]any) {
+		if r.(map[string]any)["device"] == "cpu" {
+			rows = append(rows, r)
+		} else if r.(map[string]any)["available"] != false {
+			t.Errorf("--device auto without a GPU: row %v", r)
+		}
+	}
 	if len(rows) != 2 {
 		t.Fatalf("rows %v", m["rows"])
 	}
