@@ -306,57 +306,12 @@ func safe[T any](what string, f func() (T, error)) (v T, err error) {
 	return f()
 }
 
-// solveSigma is accounting.SolveSigma for rel = 0; otherwise the same search (the smallest σ in
-// [accounting.SigmaMin, accounting.SigmaMax] whose accountant meets target, bisected
-// geometrically and rounded up) to relative tolerance rel.
+// solveSigma is accounting.SolveSigma for rel = 0, otherwise accounting.SolveSigmaTol.
 func solveSigma(spec accounting.Spec, steps int, target privacy.Budget, rel float64) (float64, error) {
 	if rel == 0 {
 		return accounting.SolveSigma(spec, steps, target)
 	}
-	at := func(sigma float64) (bool, error) {
-		s := spec
-		s.Sigma = sigma
-		acc, err := s.New()
-		if errors.Is(err, privacy.ErrOutOfRegime) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		d, err := acc.Delta(steps, target.Epsilon)
-		if errors.Is(err, privacy.ErrOutOfRegime) || errors.Is(err, privacy.ErrUnreachable) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		return d <= target.Delta, nil
-	}
-	lo, hi := accounting.SigmaMin, accounting.SigmaMax
-	if ok, err := at(hi); err != nil {
-		return 0, err
-	} else if !ok {
-		return 0, fmt.Errorf("bench: target (ε = %g, δ = %g) after %d steps is not met by %s/%s for any σ ≤ %g: %w",
-			target.Epsilon, target.Delta, steps, spec.Sampler, spec.Method, hi, privacy.ErrUnreachable)
-	}
-	if ok, err := at(lo); err != nil {
-		return 0, err
-	} else if ok {
-		return lo, nil
-	}
-	for hi > lo*(1+rel) {
-		mid := math.Sqrt(lo * hi)
-		ok, err := at(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return accounting.SolveSigmaTol(spec, steps, target, rel)
 }
 
 // cellPlan is a calibrated cell before training.

@@ -58,6 +58,15 @@ func (s Spec) noise() string {
 // (0, t). Every accountant here is non-increasing in σ, so bisection is
 // well posed.
 func SolveSigma(spec Spec, steps int, target privacy.Budget) (float64, error) {
+	return SolveSigmaTol(spec, steps, target, sigmaRel)
+}
+
+// SolveSigmaTol is SolveSigma to relative tolerance rel in (0, 0.1], still rounded up, so the
+// σ it returns always meets target: a coarser rel buys a faster search with a slightly larger σ.
+func SolveSigmaTol(spec Spec, steps int, target privacy.Budget, rel float64) (float64, error) {
+	if !(rel > 0 && rel <= 0.1) {
+		return 0, fmt.Errorf("accounting: σ tolerance %v out of range (0, 0.1]: %w", rel, privacy.ErrInvalidArgument)
+	}
 	if err := target.Validate(); err != nil {
 		return 0, err
 	}
@@ -86,7 +95,7 @@ func SolveSigma(spec Spec, steps int, target privacy.Budget) (float64, error) {
 	} else if ok {
 		return lo, nil
 	}
-	return numeric.BisectGeometric(at, lo, hi, sigmaRel)
+	return numeric.BisectGeometric(at, lo, hi, rel)
 }
 
 // SolveRounds returns the smallest M (rounds per epoch) in [1, RoundsMax] for
