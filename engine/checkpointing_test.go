@@ -31,22 +31,34 @@ func (c ckptCase) build(t testing.TB, train *datasets.Dataset, epochs int) (Conf
 	cfg := smallConfig(train)
 	cfg.Dtype, cfg.Epochs, cfg.Optimizer, cfg.NonPrivate = c.dtype, epochs, c.opt, !c.private
 	cfg.Replicas = 2
+	smp, pv := testSamplerPrivacy(t, c.smp, train.N, 150, cfg, c.private, 50)
+	return cfg, smp, pv
+}
+
+// testSamplerPrivacy builds the "shuffle" or "poisson" sampler of a test run (batch size, or
+// expected batch size, batch) and, for a private run, its default accountant at cfg.Sigma with
+// a ledger and the budget (eps, 1e-5).
+func testSamplerPrivacy(t testing.TB, name string, n, batch int, cfg Config, private bool, eps float64) (sampler.Sampler, Privacy) {
+	t.Helper()
 	var smp sampler.Sampler
 	var spec accounting.Spec
 	var err error
-	switch c.smp {
-	case "shuffle":
-		smp, err = sampler.NewShuffle(train.N, 150, cfg.Seed)
-		spec = accounting.Spec{Sampler: privacy.SamplerShuffle, Rounds: smp.StepsPerEpoch(), SampleRate: 1 / float64(smp.StepsPerEpoch())}
-	default:
-		smp, err = sampler.NewPoisson(train.N, 150.0/float64(train.N), cfg.Seed)
-		spec = accounting.Spec{Sampler: privacy.SamplerPoisson, SampleRate: smp.SampleRate()}
+	if name == "shuffle" {
+		smp, err = sampler.NewShuffle(n, batch, cfg.Seed)
+		if err == nil {
+			spec = accounting.Spec{Sampler: privacy.SamplerShuffle, Rounds: smp.StepsPerEpoch(), SampleRate: 1 / float64(smp.StepsPerEpoch())}
+		}
+	} else {
+		smp, err = sampler.NewPoisson(n, float64(batch)/float64(n), cfg.Seed)
+		if err == nil {
+			spec = accounting.Spec{Sampler: privacy.SamplerPoisson, SampleRate: smp.SampleRate()}
+		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.private {
-		return cfg, smp, Privacy{}
+	if !private {
+		return smp, Privacy{}
 	}
 	spec.Method = accounting.DefaultMethod(spec.Sampler)
 	spec.Sigma = cfg.Sigma
@@ -54,12 +66,12 @@ func (c ckptCase) build(t testing.TB, train *datasets.Dataset, epochs int) (Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget := &privacy.Budget{Epsilon: 50, Delta: 1e-5}
+	budget := &privacy.Budget{Epsilon: eps, Delta: 1e-5}
 	led, err := accounting.NewLedger(spec, 1e-5, budget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg, smp, Privacy{Accountant: acc, Delta: 1e-5, Budget: budget, Ledger: led}
+	return smp, Privacy{Accountant: acc, Delta: 1e-5, Budget: budget, Ledger: led}
 }
 
 var ckptCases = []ckptCase{

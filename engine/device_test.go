@@ -16,8 +16,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
-	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
 
@@ -82,36 +80,10 @@ func (c deviceCase) build(t testing.TB, train *datasets.Dataset, epochs int, dev
 	if c.noise == NoiseBall {
 		cfg.Radius = 2
 	}
-	var smp sampler.Sampler
-	var spec accounting.Spec
-	var err error
-	if c.smp == "shuffle" {
-		smp, err = sampler.NewShuffle(train.N, 40, cfg.Seed)
-		spec = accounting.Spec{Sampler: privacy.SamplerShuffle, Rounds: smp.StepsPerEpoch(), SampleRate: 1 / float64(smp.StepsPerEpoch())}
-	} else {
-		smp, err = sampler.NewPoisson(train.N, 40.0/float64(train.N), cfg.Seed)
-		spec = accounting.Spec{Sampler: privacy.SamplerPoisson, SampleRate: smp.SampleRate()}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.private {
-		return cfg, smp, Privacy{}
-	}
-	// (The ball case reuses the Gaussian accountant: the engine only reports its ε, and the
+	// (The ball case uses the Gaussian accountant: the engine only reports its ε, and the
 	// comparison is between devices.)
-	spec.Method = accounting.DefaultMethod(spec.Sampler)
-	spec.Sigma = cfg.Sigma
-	acc, err := spec.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget := &privacy.Budget{Epsilon: 100, Delta: 1e-5}
-	led, err := accounting.NewLedger(spec, 1e-5, budget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, smp, Privacy{Accountant: acc, Delta: 1e-5, Budget: budget, Ledger: led}
+	smp, pv := testSamplerPrivacy(t, c.smp, train.N, 40, cfg, c.private, 100)
+	return cfg, smp, pv
 }
 
 func mlpArch(ds *datasets.Dataset) nn.Arch { return nn.MLP(ds.Shape, ds.Classes, []int{10}, nn.Tanh) }
