@@ -415,6 +415,7 @@ func TestSecureMode(t *testing.T) {
 	for i := range 2 {
 		cfg, smp, pv := ckptCases[0].build(t, train, 1)
 		cfg.Secure = true
+		pv = securePrivacy(t, cfg, pv)
 		if smp, err = sampler.Secure(smp, key); err != nil {
 			t.Fatal(err)
 		}
@@ -436,6 +437,7 @@ func TestSecureMode(t *testing.T) {
 	}
 	cfg, smp, pv := ckptCases[0].build(t, train, 2)
 	cfg.Secure = true
+	pv = securePrivacy(t, cfg, pv)
 	smp, _ = sampler.Secure(smp, key)
 	cfg.Checkpoint = CheckpointOptions{Resume: ck}
 	res, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
@@ -446,14 +448,79 @@ func TestSecureMode(t *testing.T) {
 	other, _ := sampler.NewSecureKey()
 	cfg, smp, pv = ckptCases[0].build(t, train, 2)
 	cfg.Secure = true
+	pv = securePrivacy(t, cfg, pv)
 	smp, _ = sampler.Secure(smp, other)
 	cfg.Checkpoint = CheckpointOptions{Resume: ck}
 	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); !errors.Is(err, checkpoint.ErrMismatch) {
 		t.Fatalf("resume with another key: err = %v", err)
 	}
+	// An accountant that ignores the secure sampler's deviation is refused.
+	cfg, smp, pv = ckptCases[0].build(t, train, 1)
+	cfg.Secure = true
+	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err == nil || !strings.Contains(err.Error(), "SecureAccounting") {
+		t.Fatalf("secure run with the ideal accountant: err = %v", err)
+	}
 	cfg = smallConfig(train)
 	cfg.Secure, cfg.Noise, cfg.Radius = true, NoiseBall, 1
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "gaussian noise only") {
 		t.Fatalf("secure ball noise: err = %v", err)
+	}
+}
+
+// securePrivacy rebuilds pv's accountant for a secure run of cfg (engine.SecureAccounting over
+// the ledger's spec), as dpsgd train --secure does.
+func securePrivacy(t testing.TB, cfg Config, pv Privacy) Privacy {
+	t.Helper()
+	spec := pv.Ledger.Spec
+	ideal := func(sigma float64) (privacy.Accountant, error) {
+		s := spec
+		s.Sigma = sigma
+		return s.New()
+	}
+	newAcc, _ := SecureAccounting(cfg, ideal, nil)
+	acc, err := newAcc(cfg.Sigma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Accountant = acc
+	return pv
+}
+
+// SecureAccounting: the calibrated σ meets the budget with the near-ideal accountant, sits a
+// hair above the ideal solution, and the effective multiplier is a hair below σ.
+func TestSecureAccounting(t *testing.T) {
+	train, _ := smallProblem(t)
+	cfg, _, pv := ckptCases[0].build(t, train, 3)
+	cfg.Secure = true
+	spec := pv.Ledger.Spec
+	spec.Method = accounting.MethodRDP // fast to solve
+	ideal := func(sigma float64) (privacy.Accountant, error) {
+		s := spec
+		s.Sigma = sigma
+		return s.New()
+	}
+	solveIdeal := func(steps int, b privacy.Budget) (float64, error) { return accounting.SolveSigma(spec, steps, b) }
+	newAcc, solve := SecureAccounting(cfg, ideal, solveIdeal)
+	b := privacy.Budget{Epsilon: 2, Delta: 1e-5}
+	sigma, err := solve(30, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := solveIdeal(30, b)
+	if !(sigma >= plain) || sigma > plain*(1+1e-6) {
+		t.Errorf("secure σ %v against the ideal %v", sigma, plain)
+	}
+	acc, err := newAcc(sigma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Within(acc, 30); !ok || err != nil {
+		t.Errorf("secure σ %v does not meet the budget: %v %v", sigma, ok, err)
+	}
+	if e := SecureEffectiveSigma(sigma, cfg.Clip, cfg.Arch.NumParams()); !(e < sigma) || e < sigma*(1-1e-9) {
+		t.Errorf("effective σ %v for σ %v", e, sigma)
+	}
+	if err := checkSecureAccountant(&cfg, acc); err != nil {
+		t.Error(err)
 	}
 }

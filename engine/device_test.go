@@ -292,6 +292,9 @@ func TestDeviceAutoFallback(t *testing.T) {
 		var whys []string
 		cfg, smp, pv := c.build(t, train, 1, DeviceAuto)
 		tc.mut(&cfg)
+		if cfg.Secure && pv.Ledger != nil {
+			pv = securePrivacy(t, cfg, pv)
+		}
 		cfg.OnDeviceFallback = func(why string) { whys = append(whys, why) }
 		res, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
 		if err != nil {
@@ -305,6 +308,9 @@ func TestDeviceAutoFallback(t *testing.T) {
 		}
 		cfg, smp, pv = c.build(t, train, 1, DeviceCUDA)
 		tc.mut(&cfg)
+		if cfg.Secure && pv.Ledger != nil {
+			pv = securePrivacy(t, cfg, pv)
+		}
 		res, err = Train(context.Background(), cfg, train, test, smp, pv, nil)
 		if !errors.Is(err, ErrDeviceUnavailable) || !strings.Contains(err.Error(), tc.why) || res != nil {
 			t.Fatalf("%s forced: err %v, result %v; want ErrDeviceUnavailable naming %q and no result", tc.name, err, res, tc.why)

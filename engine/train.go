@@ -248,6 +248,9 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 	if !cfg.NonPrivate && pv.Accountant == nil {
 		return nil, fmt.Errorf("a private run needs an accountant")
 	}
+	if err := checkSecureAccountant(&cfg, pv.Accountant); err != nil {
+		return nil, err
+	}
 	if cfg.Dtype == tensor.Float64 {
 		return trainT[float64](ctx, cfg, train, test, smp, pv, prog)
 	}

@@ -269,10 +269,8 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	steps := f.epochs * rc.smp.StepsPerEpoch()
 	if f.secure {
 		// The secure sampler's output is near, not equal to, the ideal Gaussian's: account for
-		// the difference (train_secure.go).
-		if err := secureAccounting(rc); err != nil {
-			return nil, err
-		}
+		// the difference.
+		rc.newAcc, rc.solveSigma = engine.SecureAccounting(rc.cfg, rc.newAcc, rc.solveSigma)
 	}
 	if !f.set["sigma"] {
 		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
