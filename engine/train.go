@@ -66,8 +66,10 @@ type Config struct {
 	// operating system (kernels.AddSecureGaussian: a discrete Gaussian on a power-of-two grid,
 	// which resists the floating-point attacks on the low bits) instead of the seeded stream;
 	// Seed then only initializes the parameters. Only Noise = NoiseGaussian is provided. The
-	// sampler is the caller's: wrap it with sampler.Secure for secure sampling. A secure run
-	// is not reproducible, and its resume continues correctly but not bitwise.
+	// sampler is the caller's: wrap it with sampler.Secure for secure sampling. The
+	// accountant must account for the secure sampler (build it with SecureAccounting; Train
+	// refuses one that does not). A secure run is not reproducible, and its resume continues
+	// correctly but not bitwise.
 	Secure bool
 	// Device chooses where the steps run: DeviceCPU ("" too), DeviceCUDA or DeviceAuto
 	// (device.go; CUDASupport says which runs the device takes). On the device the steps run
