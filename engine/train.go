@@ -182,8 +182,12 @@ type EpochStats struct {
 
 // Result summarizes a run.
 type Result struct {
-	TestAccuracy      float64
-	Epsilon           float64 // spent; NaN for non-private runs
+	TestAccuracy float64
+	Epsilon      float64 // spent; NaN for non-private runs
+	// EpsilonSteps is the number of steps Epsilon covers: every step taken, and the rest of
+	// the epoch in progress when the run stopped mid-epoch (each epoch is charged before its
+	// first step).
+	EpsilonSteps      int
 	Delta             float64
 	EpochsRun         int
 	Steps             int
@@ -405,7 +409,24 @@ func paramSlices[T kernels.Float](p *nn.Params) [][]T {
 	return out
 }
 
-func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datasets.Dataset, smp sampler.Sampler, pv Privacy, prog Progress) (*Result, error) {
+func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datasets.Dataset, smp sampler.Sampler, pv Privacy, prog Progress) (res *Result, err error) {
+	// charged is the number of steps the privacy already charged covers: each epoch is
+	// charged before its first step, so charged ≥ the steps taken. Whatever ends the run
+	// (finished, budget, interrupt, divergence, an error after some steps), the reported ε is
+	// the ε of the charged steps, never NaN or 0 for a run that took steps (finalEpsilon).
+	charged, step := 0, 0
+	defer func() {
+		if res == nil {
+			return
+		}
+		res.Steps = max(res.Steps, step) // an error return after some steps says how many
+		if cfg.NonPrivate || pv.Accountant == nil {
+			return
+		}
+		if eerr := res.finalEpsilon(pv, charged); eerr != nil {
+			err = errors.Join(err, eerr)
+		}
+	}()
 	r, err := newRunParams[T](cfg)
 	if err != nil {
 		return nil, err
@@ -420,7 +441,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
 	expected := smp.ExpectedBatchSize()
-	res := &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU}
+	res = &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU}
 	if r.gpu != nil {
 		res.Device, res.DeviceName = DeviceCUDA, r.gpu.name
 	}
@@ -441,7 +462,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 
 	// The position: step = epoch0·m + s0 steps done; es and correct accumulate the epoch in
 	// progress.
-	step, epoch0, s0, examples := 0, 0, 0, 0
+	epoch0, s0, examples := 0, 0, 0
 	var es EpochStats
 	correct := 0
 	if c := ck.Resume; c != nil {
@@ -477,6 +498,10 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			correct, es.TrainAcc = int(st.Partial.TrainAcc), 0
 		}
 		res.ResumedFromStep = step
+		charged = step
+		if pv.Ledger != nil && pv.Ledger.Steps > charged {
+			charged = pv.Ledger.Steps // the epoch in progress was charged whole
+		}
 	}
 	// save writes a checkpoint at the current position (nothing without a path). It never
 	// writes non-finite parameters: checkpoint.Write refuses them.
@@ -553,6 +578,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 					return res, fmt.Errorf("privacy ledger before epoch %d: %w", es.Epoch, err)
 				}
 			}
+			charged = step + m
 		} else {
 			t0 = t0.Add(-time.Duration(es.Seconds * float64(time.Second)))
 		}
@@ -642,14 +668,36 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	if res.EpochsRun > 0 {
 		res.TestAccuracy = res.History[len(res.History)-1].TestAcc
 	}
-	if !cfg.NonPrivate && pv.Accountant != nil {
-		if n := len(res.History); n > 0 && res.History[n-1].Steps == step {
-			res.Epsilon = res.History[n-1].Epsilon // already accounted at the epoch's end
-		} else if res.Epsilon, err = epsAt(step); err != nil {
-			return res, err
+	return res, nil
+}
+
+// finalEpsilon sets the run's ε to what the privacy charged so far covers (charged steps,
+// at least the steps taken) and records those steps in EpsilonSteps. The ledger's last entry
+// is used when it covers them (the value the checkpoint carries); otherwise the accountant is
+// asked. A run that took no step and charged nothing has spent ε = 0. An ε that is NaN is an
+// error, never reported as a number.
+func (res *Result) finalEpsilon(pv Privacy, charged int) error {
+	charged = max(charged, res.Steps)
+	res.EpsilonSteps = charged
+	if charged == 0 {
+		res.Epsilon = 0
+		return nil
+	}
+	eps := math.NaN()
+	if l := pv.Ledger; l != nil && len(l.Epochs) > 0 && l.Epochs[len(l.Epochs)-1].Steps == charged {
+		eps = l.Epochs[len(l.Epochs)-1].Epsilon
+	} else {
+		var err error
+		if eps, err = pv.Accountant.Epsilon(charged, pv.Delta); err != nil {
+			res.Epsilon = math.NaN()
+			return fmt.Errorf("privacy: ε after %d steps: %w", charged, err)
 		}
 	}
-	return res, nil
+	res.Epsilon = eps
+	if math.IsNaN(eps) {
+		return fmt.Errorf("privacy: the accountant %s gave ε = NaN after %d steps", pv.Accountant.Name(), charged)
+	}
+	return nil
 }
 
 // lastGood says which checkpoint a stopped run leaves.

@@ -457,6 +457,7 @@ func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train,
 type trainJSON struct {
 	TestAccuracy      float64             `json:"test_accuracy"`
 	Epsilon           *float64            `json:"epsilon"`
+	EpsilonSteps      int                 `json:"epsilon_steps"` // steps ε covers (≥ steps: an epoch is charged whole before it runs)
 	Delta             float64             `json:"delta"`
 	EpochsRun         int                 `json:"epochs_run"`
 	Steps             int                 `json:"steps"`
@@ -542,7 +543,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	prog := newProgress(stderr, f.quiet, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
-	if res == nil || (trainErr != nil && !res.Interrupted && !res.Diverged) {
+	// A run that took steps reports what it spent, however it ended (an error after some steps
+	// included): the report goes out, then the error decides the exit code.
+	if res == nil || (trainErr != nil && !res.Interrupted && !res.Diverged && res.Steps == 0) {
 		return trainErr
 	}
 	out := trainJSON{
@@ -563,15 +566,21 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out.Guarantee = "none: non-private baseline"
 	} else {
 		eps := res.Epsilon
-		if res.Steps == 0 || math.IsNaN(eps) {
-			eps = 0 // no step taken: nothing spent
+		if math.IsNaN(eps) {
+			// The engine sets ε on every exit path; NaN means the accountant failed, and a
+			// failed accountant is never reported as ε = 0.
+			return errors.Join(trainErr, fmt.Errorf("privacy: no ε for the %d steps taken (the accountant %s failed); the run's guarantee is unknown", res.Steps, rc.pv.Accountant.Name()))
 		}
 		out.Epsilon = &eps
+		out.EpsilonSteps = res.EpsilonSteps
 		out.Accountant = rc.pv.Accountant.Name()
 		out.Adjacency = rc.pv.Accountant.Adjacency()
 		out.Ledger = rc.pv.Ledger
 		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s adjacency, proven for the %s sampler by the %s accountant",
 			eps, f.delta, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
+		if res.EpsilonSteps > res.Steps {
+			out.Guarantee += fmt.Sprintf(" (ε covers %d steps: the run stopped inside an epoch, which was charged whole before its first step)", res.EpsilonSteps)
+		}
 		if rc.cfg.Noise == engine.NoiseBall {
 			spent, err := rc.pv.Accountant.Delta(res.Steps, 0)
 			if err != nil {
