@@ -17,15 +17,24 @@ import (
 const (
 	AdultContinuous  = 6 // continuous feature columns
 	AdultCategorical = 8 // categorical feature columns
-	// AdultUCIDim is D of the datasets LoadAdult makes from the UCI files: 6 standardized
-	// columns and 102 one-hot columns (see AdultEncoder).
-	AdultUCIDim = 108
+	// AdultDim is D of every dataset an [AdultEncoder] makes, a constant of the public schema
+	// (see [AdultCategoryLists] and [AdultNumericBounds]): 6 scaled continuous columns and
+	// 107 one-hot columns, the 99 categories that adult.names lists plus one
+	// [AdultOtherCategory] bucket for each of the 8 categorical columns. It does not depend
+	// on the records.
+	AdultDim = AdultContinuous + 99 + AdultCategorical
+	// AdultUCIDim is AdultDim, under its former name.
+	//
+	// Deprecated: use AdultDim. D no longer depends on the files.
+	AdultUCIDim = AdultDim
+	// AdultOtherCategory names the last one-hot column of every categorical column: it holds
+	// "?" (missing) and any value that adult.names does not list.
+	AdultOtherCategory = "(other)"
 )
 
 const (
 	adultFields        = 15
 	adultMaxLine       = 1 << 16
-	adultMaxAbsValue   = 1e15 // continuous values beyond this are refused as implausible
 	adultLabelField    = 14
 	adultTrainFileName = "adult.data"
 	adultTestFileName  = "adult.test"
@@ -61,9 +70,17 @@ type AdultRecord struct {
 // as distributed: fields separated by "," with optional surrounding blanks, LF or CRLF line
 // endings, blank lines (skipped), lines starting with "|" (skipped: adult.test's first line
 // "|1x3 Cross validator"), labels "<=50K"/">50K" with or without the trailing "." of
-// adult.test. A row with the wrong field count, a continuous value that is not a finite number
-// (or exceeds 1e15 in magnitude), an empty categorical value or an unknown label gives a
-// *ParseError naming the line and the field. "?" (missing) is kept as a category of its own.
+// adult.test. Categorical values are kept as written ("?" for missing); the encoder maps them
+// onto the public schema.
+//
+// Bad input rejects the whole file with a *ParseError naming the line and the field, and no
+// records are returned: a row with the wrong field count, an empty categorical value, an
+// unknown label, or a continuous value that is not a plain decimal number that fits a float64
+// (optional sign, digits, optional fraction and exponent). So "NaN", "Inf", "-inf",
+// "Infinity", hexadecimal ("0x1p4") and digit-separated ("1_000") forms, which
+// strconv.ParseFloat would accept, are refused, and so is "1e400" (beyond float64). A finite
+// value outside the column's public bounds is not an error: the encoder clamps it (see
+// [AdultNumericBounds]). Either way, what happens to one record depends on that record alone.
 func ReadAdultCSV(r io.Reader, name string) ([]AdultRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), adultMaxLine)
@@ -87,13 +104,9 @@ func ReadAdultCSV(r io.Reader, name string) ([]AdultRecord, error) {
 		}
 		rec := AdultRecord{Line: line}
 		for k, c := range adultContCols() {
-			v, err := strconv.ParseFloat(fields[c], 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > adultMaxAbsValue {
-				var cause error
-				if err != nil {
-					cause = errors.Unwrap(err)
-				}
-				return nil, &ParseError{File: name, Line: line, Offset: -1, Msg: fmt.Sprintf("field %d (%s): bad number %q, want a finite value of magnitude at most %g", c+1, cols[c], clip(fields[c]), adultMaxAbsValue), Err: cause}
+			v, err := parseAdultNumber(fields[c])
+			if err != nil {
+				return nil, &ParseError{File: name, Line: line, Offset: -1, Msg: fmt.Sprintf("field %d (%s): bad number %q: %s", c+1, cols[c], clip(fields[c]), err.msg), Err: err.cause}
 			}
 			rec.Continuous[k] = v
 		}
@@ -135,6 +148,69 @@ func splitAdult(dst []string, s string) []string {
 	}
 }
 
+// numberError says why a field is not an accepted number.
+type numberError struct {
+	msg   string
+	cause error
+}
+
+// parseAdultNumber parses a plain decimal number: an optional sign, digits with an optional
+// decimal point (at least one digit), an optional exponent. Other spellings that
+// strconv.ParseFloat accepts (NaN, Inf, Infinity, hexadecimal, "_" separators) and values
+// beyond the float64 range are refused; the result is always finite.
+func parseAdultNumber(s string) (float64, *numberError) {
+	if !isPlainDecimal(s) {
+		return 0, &numberError{msg: "want a finite decimal number (NaN, Inf and hexadecimal forms are refused)"}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		var cause error
+		if err != nil {
+			cause = errors.Unwrap(err)
+		}
+		return 0, &numberError{msg: "beyond the float64 range", cause: cause}
+	}
+	return v, nil
+}
+
+// isPlainDecimal reports whether s matches [+-]?(d+(\.d*)?|\.d+)([eE][+-]?d+)?.
+func isPlainDecimal(s string) bool {
+	i, n := 0, len(s)
+	if i < n && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+	for i < n && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < n && s[i] == '.' {
+		i++
+		for i < n && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i < n && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < n && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		exp := 0
+		for i < n && s[i] >= '0' && s[i] <= '9' {
+			i++
+			exp++
+		}
+		if exp == 0 {
+			return false
+		}
+	}
+	return i == n
+}
+
 // clip shortens a value for an error message.
 func clip(s string) string {
 	if len(s) > 40 {
@@ -143,61 +219,102 @@ func clip(s string) string {
 	return s
 }
 
-// AdultEncoder turns [AdultRecord]s into feature vectors: continuous columns standardized with
-// the training mean and (population) standard deviation, categorical columns one-hot encoded
-// over the categories seen in the training records (a category not seen in training encodes
-// as all zeros). Columns keep the file's order: age, workclass=…, fnlwgt, education=…, …;
-// within a categorical column the categories are sorted bytewise ("?" sorts first).
+// The public schema of the UCI Adult data. Nothing in it is computed from the records: the
+// category lists are those of adult.names, the description distributed with the data by Ronny
+// Kohavi and Barry Becker (UCI Machine Learning Repository, "Adult" / "Census Income"; first
+// cited in R. Kohavi, "Scaling Up the Accuracy of Naive-Bayes Classifiers: a Decision-Tree
+// Hybrid", KDD 1996), and the numeric bounds follow from that description and from the
+// field formats of the Census Bureau's Current Population Survey extract it describes. So the
+// encoded width D (= [AdultDim]) and the encoding of each record are the same whichever
+// records a file holds: removing or changing one record changes its own row and nothing else.
+
+// AdultCategoryLists returns the categories of the 8 categorical columns (workclass,
+// education, marital-status, occupation, relationship, race, sex, native-country: the order
+// of [AdultRecord.Categorical]) exactly as adult.names lists them, in its order. The encoder
+// adds an [AdultOtherCategory] column after each list.
+func AdultCategoryLists() [AdultCategorical][]string {
+	return [AdultCategorical][]string{
+		{"Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov", "Without-pay", "Never-worked"},
+		{"Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool"},
+		{"Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed", "Married-spouse-absent", "Married-AF-spouse"},
+		{"Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv", "Armed-Forces"},
+		{"Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"},
+		{"White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"},
+		{"Female", "Male"},
+		{"United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany", "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"},
+	}
+}
+
+// AdultNumericBound is the public range of one continuous Adult column. A value v is clamped
+// to [Lo, Hi] and mapped to [0, 1] by (t(v) − t(Lo)) / (t(Hi) − t(Lo)), with t(v) = v, or
+// t(v) = ln(1 + v) when Log is set.
+type AdultNumericBound struct {
+	Name   string // column name, as in AdultColumns
+	Lo, Hi float64
+	Log    bool // scale ln(1 + v): for dollar amounts spread over orders of magnitude
+}
+
+// AdultNumericBounds returns the public bounds of the 6 continuous columns, in the order of
+// [AdultRecord.Continuous]. They were fixed from the data's description, not from its
+// statistics:
 //
-// Fitted on the full adult.data, D = 108: 6 continuous columns plus 102 one-hot columns
-// (workclass 9, education 16, marital-status 7, occupation 15, relationship 6, race 5, sex 2,
-// native-country 42, each count including "?" where it occurs).
+//   - age [17, 90]: adult.names states the extraction kept AAGE > 16; 90 is the top code of
+//     age in the Current Population Survey public-use files of the time.
+//   - fnlwgt [1, 1e7], log scale: the CPS final sampling weight (adult.names, "Description of
+//     fnlwgt"), kept only when AFNLWGT > 1; it is a population count that varies by orders of
+//     magnitude, hence the log scale, and 1e7 is a round, deliberately generous ceiling.
+//   - education-num [1, 16]: the ordinal code of education, whose 16 levels adult.names lists.
+//   - capital-gain and capital-loss [0, 99999], log scale: dollar amounts in five-digit CPS
+//     income fields, 99999 being the largest value (the top code); most people have none, the
+//     rest range over orders of magnitude.
+//   - hours-per-week [1, 99]: adult.names states the extraction kept HRSWK > 0; the CPS hours
+//     field has two digits.
+//
+// Clamping only ever moves a value to the nearer bound, so a record's encoding depends on that
+// record alone.
+func AdultNumericBounds() [AdultContinuous]AdultNumericBound {
+	return [AdultContinuous]AdultNumericBound{
+		{Name: "age", Lo: 17, Hi: 90},
+		{Name: "fnlwgt", Lo: 1, Hi: 1e7, Log: true},
+		{Name: "education-num", Lo: 1, Hi: 16},
+		{Name: "capital-gain", Lo: 0, Hi: 99999, Log: true},
+		{Name: "capital-loss", Lo: 0, Hi: 99999, Log: true},
+		{Name: "hours-per-week", Lo: 1, Hi: 99},
+	}
+}
+
+// scale clamps v to the bounds and maps it to [0, 1]. v must not be NaN.
+func (b AdultNumericBound) scale(v float64) float64 {
+	v = min(max(v, b.Lo), b.Hi)
+	lo, hi := b.Lo, b.Hi
+	if b.Log {
+		v, lo, hi = math.Log1p(v), math.Log1p(lo), math.Log1p(hi)
+	}
+	return min(max((v-lo)/(hi-lo), 0), 1)
+}
+
+// AdultEncoder turns [AdultRecord]s into feature vectors with the public schema: each
+// continuous column clamped to its public bounds and scaled to [0, 1] ([AdultNumericBounds]),
+// each categorical column one-hot over the categories adult.names lists
+// ([AdultCategoryLists]) plus an [AdultOtherCategory] column for "?" and for any value not
+// listed. Columns keep the file's order: age, workclass=…, fnlwgt, education=…, …; within a
+// categorical column the categories keep adult.names' order and the other bucket comes last.
+// D = [AdultDim] = 113 always, and each row depends on its own record only.
 type AdultEncoder struct {
-	mean, std  [AdultContinuous]float64
-	categories [AdultCategorical][]string
+	bounds     [AdultContinuous]AdultNumericBound
+	categories [AdultCategorical][]string // the schema's lists, each followed by AdultOtherCategory
 	index      [AdultCategorical]map[string]int
 	offset     [adultFields - 1]int // output offset of each file column
 	dim        int
 }
 
-// FitAdultEncoder fits an encoder on the training records. It fails on an empty slice.
-// A continuous column with zero spread is scaled by 1 instead of 1/0.
-func FitAdultEncoder(train []AdultRecord) (*AdultEncoder, error) {
-	if len(train) == 0 {
-		return nil, errors.New("datasets: FitAdultEncoder: no training records, want at least 1")
-	}
-	e := &AdultEncoder{}
-	n := float64(len(train))
-	for k := range AdultContinuous {
-		var s float64
-		for i := range train {
-			s += train[i].Continuous[k]
-		}
-		m := s / n
-		var ss float64
-		for i := range train {
-			d := train[i].Continuous[k] - m
-			ss += d * d
-		}
-		sd := math.Sqrt(ss / n)
-		if !(sd > 0) || math.IsInf(1/sd, 0) {
-			sd = 1
-		}
-		e.mean[k], e.std[k] = m, sd
-	}
-	for k := range AdultCategorical {
-		set := make(map[string]struct{})
-		for i := range train {
-			set[train[i].Categorical[k]] = struct{}{}
-		}
-		cats := make([]string, 0, len(set))
-		for c := range set {
-			cats = append(cats, c)
-		}
-		slices.Sort(cats)
-		e.categories[k] = cats
-		e.index[k] = make(map[string]int, len(cats))
-		for j, c := range cats {
+// NewAdultEncoder returns the encoder of the public schema.
+func NewAdultEncoder() *AdultEncoder {
+	e := &AdultEncoder{bounds: AdultNumericBounds()}
+	for k, list := range AdultCategoryLists() {
+		e.categories[k] = append(slices.Clip(list), AdultOtherCategory)
+		e.index[k] = make(map[string]int, len(list))
+		for j, c := range list {
 			e.index[k][c] = j
 		}
 	}
@@ -215,24 +332,34 @@ func FitAdultEncoder(train []AdultRecord) (*AdultEncoder, error) {
 		}
 	}
 	e.dim = off
-	return e, nil
+	return e
 }
 
-// Dim returns the number of encoded features D.
+// FitAdultEncoder returns [NewAdultEncoder]() and ignores train: the encoding no longer
+// depends on the data (fitting a vocabulary or scaling statistics on private training records
+// made the model's width and every record's features depend on the other records). It fails
+// on an empty slice, as it used to.
+//
+// Deprecated: use NewAdultEncoder.
+func FitAdultEncoder(train []AdultRecord) (*AdultEncoder, error) {
+	if len(train) == 0 {
+		return nil, errors.New("datasets: FitAdultEncoder: no training records, want at least 1")
+	}
+	return NewAdultEncoder(), nil
+}
+
+// Dim returns the number of encoded features D, always [AdultDim].
 func (e *AdultEncoder) Dim() int { return e.dim }
 
-// Mean and Std return the training mean and standard deviation of the continuous columns
-// (age, fnlwgt, education-num, capital-gain, capital-loss, hours-per-week).
-func (e *AdultEncoder) Mean() [AdultContinuous]float64 { return e.mean }
+// Bounds returns the public bounds of the continuous columns (see [AdultNumericBounds]).
+func (e *AdultEncoder) Bounds() [AdultContinuous]AdultNumericBound { return e.bounds }
 
-// Std returns the training standard deviations used for scaling; see [AdultEncoder.Mean].
-func (e *AdultEncoder) Std() [AdultContinuous]float64 { return e.std }
-
-// Categories returns a copy of the training categories of categorical column k (0 ≤ k < 8, in
-// the order of [AdultRecord.Categorical]).
+// Categories returns a copy of the one-hot categories of categorical column k (0 ≤ k < 8, in
+// the order of [AdultRecord.Categorical]): adult.names' list followed by [AdultOtherCategory].
 func (e *AdultEncoder) Categories(k int) []string { return slices.Clone(e.categories[k]) }
 
-// FeatureNames names the D encoded columns: "age", "workclass=Private", ….
+// FeatureNames names the D encoded columns: "age", "workclass=Private", …,
+// "workclass=(other)", "fnlwgt", ….
 func (e *AdultEncoder) FeatureNames() []string {
 	cols := AdultColumns()
 	names := make([]string, 0, e.dim)
@@ -252,8 +379,33 @@ func (e *AdultEncoder) FeatureNames() []string {
 	return names
 }
 
-// Encode returns the records as a Dataset named name (Classes = 2, Shape = [D]). It fails if a
-// standardized value does not fit a finite float32, naming the line and the column.
+// encodeRow writes record r's D features into row (which must be zero): the only input is r.
+func (e *AdultEncoder) encodeRow(row []float32, r *AdultRecord) (field int, err string) {
+	for k, col := range adultContCols() {
+		v := r.Continuous[k]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return col, fmt.Sprintf("value %v, want a finite number", v)
+		}
+		row[e.offset[col]] = float32(e.bounds[k].scale(v))
+	}
+	for k, col := range adultCatCols() {
+		j, ok := e.index[k][r.Categorical[k]]
+		if !ok {
+			j = len(e.categories[k]) - 1 // AdultOtherCategory
+		}
+		row[e.offset[col]+j] = 1
+	}
+	if r.Label != 0 && r.Label != 1 {
+		return adultLabelField, fmt.Sprintf("label %d, want 0 or 1", r.Label)
+	}
+	return -1, ""
+}
+
+// Encode returns the records as a Dataset named name (Classes = 2, Shape = [D], D =
+// [AdultDim]). Each row is computed from its own record only. A record whose continuous value
+// is NaN or ±Inf (which [ReadAdultCSV] never returns) or whose label is not 0 or 1 fails the
+// whole call with a *ParseError naming the record, its line and the field; finite values
+// outside the public bounds are clamped.
 func (e *AdultEncoder) Encode(name string, recs []AdultRecord) (*Dataset, error) {
 	d := e.dim
 	x := make([]float32, len(recs)*d)
@@ -261,21 +413,8 @@ func (e *AdultEncoder) Encode(name string, recs []AdultRecord) (*Dataset, error)
 	cols := AdultColumns()
 	for i := range recs {
 		r := &recs[i]
-		row := x[i*d : (i+1)*d]
-		for k, col := range adultContCols() {
-			v := float32((r.Continuous[k] - e.mean[k]) / e.std[k])
-			if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {
-				return nil, &ParseError{File: name, Line: r.Line, Offset: -1, Msg: fmt.Sprintf("record %d: field %d (%s): value %g standardizes to %v with the training mean %g and std %g", i, col+1, cols[col], r.Continuous[k], v, e.mean[k], e.std[k])}
-			}
-			row[e.offset[col]] = v
-		}
-		for k, col := range adultCatCols() {
-			if j, ok := e.index[k][r.Categorical[k]]; ok {
-				row[e.offset[col]+j] = 1
-			}
-		}
-		if r.Label != 0 && r.Label != 1 {
-			return nil, &ParseError{File: name, Line: r.Line, Offset: -1, Msg: fmt.Sprintf("record %d: label %d, want 0 or 1", i, r.Label)}
+		if col, msg := e.encodeRow(x[i*d:(i+1)*d], r); msg != "" {
+			return nil, &ParseError{File: name, Line: r.Line, Offset: -1, Msg: fmt.Sprintf("record %d: field %d (%s): %s", i, col+1, cols[col], msg)}
 		}
 		y[i] = r.Label
 	}
@@ -314,10 +453,13 @@ func readAdultFile(dir, base string) ([]AdultRecord, error) {
 }
 
 // LoadAdult reads adult.data (train) and adult.test (test) from dir, the UCI Adult / Census
-// Income files as distributed (gzip-compressed copies under the same names are accepted). The
-// encoder is fitted on adult.data only (see [AdultEncoder]): with the UCI files, D = 108,
-// train N = 32561 (24.1% positive), test N = 16281 (23.6% positive). Label 1 means >50K.
-// Rows with missing values ("?") are kept; "?" is a category of its own.
+// Income files as distributed (gzip-compressed copies under the same names are accepted), and
+// encodes both with the public schema of [NewAdultEncoder]: nothing is fitted on the records,
+// so D = [AdultDim] = 113 whatever the files hold and each row depends on its own record only.
+// With the UCI files, train N = 32561 (24.1% positive), test N = 16281 (23.6% positive). Label
+// 1 means >50K. Rows with missing values ("?") are kept; "?" goes to the other bucket. Bad
+// numbers are handled as [ReadAdultCSV] describes: malformed or non-finite ones reject the
+// file naming the line and field, finite ones outside the public bounds are clamped.
 func LoadAdult(dir string) (train, test *Dataset, err error) {
 	trainRecs, err := readAdultFile(dir, adultTrainFileName)
 	if err != nil {
@@ -327,10 +469,7 @@ func LoadAdult(dir string) (train, test *Dataset, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	enc, err := FitAdultEncoder(trainRecs)
-	if err != nil {
-		return nil, nil, err
-	}
+	enc := NewAdultEncoder()
 	train, err = enc.Encode("adult/train", trainRecs)
 	if err != nil {
 		return nil, nil, renameParseError(err, filepath.Join(dir, adultTrainFileName))
