@@ -201,6 +201,11 @@ type Spec struct {
 	Radius    float64 `json:"radius,omitempty"`
 	Dim       int     `json:"dim,omitempty"`
 	Distance  float64 `json:"distance,omitempty"`
+	// PublicSize says the run derives q or its divisor from the dataset size, which is
+	// therefore public: the guarantee of a Poisson sampler is then stated for zero-out
+	// adjacency (privacy.WithPublicSize; the numbers are those of add/remove). Samplers
+	// that are zero-out already are unaffected.
+	PublicSize bool `json:"public_size,omitempty"`
 }
 
 // IsBall reports whether s is ball noise.
@@ -295,6 +300,15 @@ func (s Spec) Validate() error {
 // KindGuarantee report themselves as approximations or lower bounds, so that
 // privacy.Budget.Check refuses them.
 func (s Spec) New() (privacy.Accountant, error) {
+	acc, err := s.newAccountant()
+	if err != nil || !s.PublicSize {
+		return acc, err
+	}
+	return privacy.WithPublicSize(acc), nil
+}
+
+// newAccountant builds the accountant s names, with the adjacency of its proof.
+func (s Spec) newAccountant() (privacy.Accountant, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
