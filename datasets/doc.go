@@ -6,8 +6,10 @@
 //
 //   - [ReadIDX], a reader for the IDX format of MNIST (big-endian header, gzip detected by its
 //     magic bytes, not by the file name), and [LoadMNIST] on top of it;
-//   - [ReadAdultCSV], [FitAdultEncoder] and [LoadAdult] for the UCI Adult (Census Income) files,
-//     with one-hot categoricals and standardized continuous columns fitted on the training file;
+//   - [ReadAdultCSV], [NewAdultEncoder] and [LoadAdult] for the UCI Adult (Census Income) files,
+//     encoded with a public schema: one-hot over the categories adult.names lists plus an
+//     other/unknown bucket, continuous columns clamped to fixed public bounds and scaled to
+//     [0, 1] ([AdultCategoryLists], [AdultNumericBounds]; D = [AdultDim] = 113);
 //   - [Synthetic], a reproducible Gaussian-mixture classification problem;
 //   - [TrainTestSplit] and [Dataset.Subset];
 //   - [MarkovChain], time-varying data from a finite Markov chain, with seed 003's 4-state
@@ -15,6 +17,26 @@
 //     [ElectricityClients]);
 //   - [Fetch], [Verify] and [Resolve], which download files into a cache directory with SHA-256
 //     verification (temporary file, verify, rename: never a half-written file).
+//
+// # Preprocessing never looks at the data
+//
+// In differentially private training the preprocessing is part of the mechanism: anything
+// fitted on the training records (a vocabulary, a mean, a maximum) makes every encoded
+// example, and possibly the model's input width, depend on every record, outside the privacy
+// accounting. So every loader here encodes each record with a fixed, public map that reads
+// that record only: MNIST pixels p/255, Adult's public schema, synthetic and Markov data from
+// their parameters alone. Removing or changing one record changes its own row and nothing
+// else; the input shape is a constant of the loader. Tests check this for Adult and MNIST.
+//
+// # Bad numeric input
+//
+// The policy is the same for every loader and every record. A value that is not a finite
+// number (NaN, ±Inf, "nan", "inf" or "Infinity" in any case, hexadecimal or "_"-separated
+// spellings that strconv.ParseFloat would accept, a number beyond float64, a missing number)
+// rejects the whole file with a [ParseError] naming the file, the record's line (or byte
+// offset) and the field; nothing is loaded. A finite value outside the field's public bounds
+// is clamped to the nearer bound (Adult's continuous columns; MNIST's bytes cannot leave
+// [0, 255]). No rule ever changes one record because of another.
 //
 // Malformed input never panics: it gives an error that names the file, the line or byte offset
 // and the problem ([ParseError], matched by errors.Is(err, [ErrFormat])). Checksum and size

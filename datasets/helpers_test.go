@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-// sharedDir returns ../../shared/datasets/sub (the real files), skipping the test if absent.
+// sharedDir returns the directory of the real files of sub (kept outside the repository, at
+// /work/shared/datasets/sub), skipping the test if it is absent.
 func sharedDir(tb testing.TB, sub string) string {
 	tb.Helper()
 	dir := filepath.Join("..", "..", "shared", "datasets", sub)

@@ -38,6 +38,11 @@ const (
 // uint32 extents, then the elements in row-major order, multi-byte elements big-endian.
 // MNIST images are type 0x08 with 3 dims (magic 0x00000803 = 2051), labels type 0x08 with
 // 1 dim (magic 0x00000801 = 2049).
+//
+// An IDX holds the elements as stored: [ReadIDX] checks the structure, not the values, so a
+// float payload may hold NaN or ±Inf, which [IDX.At] returns as they are. A loader built on it
+// states its own policy for such values ([LoadMNIST] accepts only byte pixels, which have
+// none).
 type IDX struct {
 	Type byte   // element type code, one of IDXUint8 … IDXFloat64
 	Dims []int  // extents, outermost first

@@ -54,11 +54,14 @@ func readIDXFile(path string) (*IDX, error) {
 // LoadMNIST reads the MNIST training and test sets from dir: train-images-idx3-ubyte,
 // train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each either with
 // or without the ".gz" suffix (the dotted names "train-images.idx3-ubyte" are accepted too).
-// Compression is detected from the content, not the name. Pixels are scaled to [0, 1]
-// (p/255); the per-example Shape is [1, 28, 28], D = 784, Classes = 10.
+// Compression is detected from the content, not the name. Pixels are scaled to [0, 1] by the
+// fixed map p/255, which depends on nothing but the pixel (no dataset mean or maximum); the
+// per-example Shape is [1, 28, 28], D = 784, Classes = 10.
 //
 // The images must be IDX type 0x08 with 3 dims (magic 2051) of 28×28, the labels type 0x08
-// with 1 dim (magic 2049) and values 0–9, and the counts must match.
+// with 1 dim (magic 2049) and values 0–9, and the counts must match. Since pixels are bytes,
+// no NaN, infinite or out-of-range value can reach the features; any other element type is
+// refused, and a label outside 0–9 rejects the file with its byte offset and example index.
 func LoadMNIST(dir string) (train, test *Dataset, err error) {
 	train, err = loadMNISTSplit(dir, "train", "mnist/train")
 	if err != nil {

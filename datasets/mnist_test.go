@@ -120,6 +120,55 @@ func TestLoadMNISTVariants(t *testing.T) {
 	}
 }
 
+// TestLoadMNISTLeaveOneOut: MNIST's preprocessing (p/255) is fixed, so removing one training
+// image leaves the shape and every other example's features and label unchanged; the pixel
+// values 0 and 255, the extremes a byte can hold, map to 0 and 1.
+func TestLoadMNISTLeaveOneOut(t *testing.T) {
+	const n, j = 9, 4
+	pixels := make([]byte, n*784)
+	for i := range pixels {
+		pixels[i] = byte(i * 37 % 256)
+	}
+	pixels[j*784] = 255 // the removed image holds the only 255
+	for i := range pixels {
+		if i/784 != j && pixels[i] == 255 {
+			pixels[i] = 254
+		}
+	}
+	labels := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	write := func(dir string, pix, lbl []byte) {
+		writeFile(t, dir, "train-images-idx3-ubyte", idxBytes(IDXUint8, []uint32{uint32(len(lbl)), 28, 28}, pix))
+		writeFile(t, dir, "train-labels-idx1-ubyte", idxBytes(IDXUint8, []uint32{uint32(len(lbl))}, lbl))
+		mnistFixture(t, dir, "t10k", 3, false)
+	}
+	dir, dirOut := t.TempDir(), t.TempDir()
+	write(dir, pixels, labels)
+	write(dirOut, slices.Delete(slices.Clone(pixels), j*784, (j+1)*784), slices.Delete(slices.Clone(labels), j, j+1))
+	train, test, err := LoadMNIST(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainOut, testOut, err := LoadMNIST(dirOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trainOut.N != n-1 || trainOut.D != train.D || !slices.Equal(trainOut.Shape, train.Shape) || !slices.Equal(test.X, testOut.X) {
+		t.Fatalf("N %d, D %d → %d, Shape %v → %v, or the test set changed", trainOut.N, train.D, trainOut.D, train.Shape, trainOut.Shape)
+	}
+	for i := range trainOut.N {
+		src := i
+		if i >= j {
+			src = i + 1
+		}
+		if !slices.Equal(trainOut.Row(i), train.Row(src)) || trainOut.Y[i] != train.Y[src] {
+			t.Fatalf("removing image %d changed example %d", j, src)
+		}
+	}
+	if train.X[j*784] != 1 || slices.Min(train.X) != 0 {
+		t.Errorf("pixel 255 → %v, min %v; want 1 and 0", train.X[j*784], slices.Min(train.X))
+	}
+}
+
 func TestLoadMNISTErrors(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		_, _, err := LoadMNIST(t.TempDir())
