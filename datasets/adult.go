@@ -380,7 +380,8 @@ func (e *AdultEncoder) FeatureNames() []string {
 }
 
 // encodeRow writes record r's D features into row (which must be zero): the only input is r.
-func (e *AdultEncoder) encodeRow(row []float32, r *AdultRecord) (field int, err string) {
+// On a bad record it returns the file column at fault and what is wrong.
+func (e *AdultEncoder) encodeRow(row []float32, r *AdultRecord) (field int, msg string) {
 	for k, col := range adultContCols() {
 		v := r.Continuous[k]
 		if math.IsNaN(v) || math.IsInf(v, 0) {
