@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,19 +49,31 @@ func Samplers() []string {
 
 // Config is one audit: one sampler, one σ, Runs trainings per world.
 type Config struct {
-	Sampler    string  // shuffle, poisson, poisson-truncated or allocation
-	Sigma      float64 // noise multiplier the training uses (noise std σ·C), > 0
-	Delta      float64 // δ of the ε comparison, in (0, 1); 0 = 1e-5
-	Epochs     int     // epochs per training; 0 = 1
-	Steps      int     // steps per training, when > 0 (the last epoch may be partial); 0 = Epochs·M
-	N          int     // dataset size including the canary's slot; 0 = 16
-	Batch      int     // batch size (shuffle) or expected batch size; 0 = 4
+	Sampler string  // shuffle, poisson, poisson-truncated or allocation
+	Sigma   float64 // noise multiplier the training uses (noise std σ·C), > 0
+	Delta   float64 // δ of the ε comparison, in (0, 1); 0 = 1e-5
+	Epochs  int     // epochs per training; 0 = 1
+	Steps   int     // steps per training, when > 0 (the last epoch may be partial); 0 = Epochs·M
+	// N is the dataset size including the canary's slot; 0 = 16, or 64 for the adversarial
+	// designs (their signal, the ordinary examples missing from the canary's physical batch,
+	// grows with the batch).
+	N int
+	// Batch is the batch size (shuffle) or expected batch size, and the engine's physical
+	// batch size; 0 = 4, or N/4 for the adversarial designs (q = 1/4 either way).
+	Batch      int
 	Runs       int     // trainings per world (with and without the canary), ≥ 4; 0 = 1000
 	Confidence float64 // confidence of the interval, in (0, 1); 0 = 0.95
 	Threat     string  // ThreatIterates (default) or ThreatFinal
-	// Canary is CanaryIsolated or CanaryOpposed; "" is CanaryOpposed for shuffle and
+	// Canary is one of Canaries(): CanaryIsolated or CanaryOpposed, or an adversarial design
+	// (CanaryNaN, CanaryInf, CanaryHugeLogit); "" is CanaryOpposed for shuffle and
 	// CanaryIsolated otherwise.
-	Canary  string
+	Canary string
+	// CanaryRow places an adversarial canary (RowFirst or RowRandom); "" is RowRandom for
+	// shuffle and RowFirst otherwise. It must be "" for the benign designs.
+	CanaryRow string
+	// Float32 trains in float32 (the engine's default dtype for `dpsgd train`) instead of
+	// float64.
+	Float32 bool
 	Seed    uint64 // every run's sampler and noise streams derive from it
 	Workers int    // trainings run at once, each an engine.Learner with one replica; 0 = GOMAXPROCS
 	// Features is the number of ordinary features (the model has Features + 1 inputs); 0 = 4.
@@ -81,6 +94,8 @@ type Config struct {
 // Result is one audit's outcome.
 type Result struct {
 	Sampler, Threat, Canary string
+	CanaryRow               string // "" for the benign designs
+	Dtype                   string // float64 or float32
 	Accountant              string // the accountant's name
 	Sigma, Delta            float64
 	Epochs, StepsPerEpoch   int
@@ -104,7 +119,11 @@ type Result struct {
 	// clipped, so that its push on the canary coordinates was below ρC: such steps weaken
 	// the test, never its validity.
 	Unclipped int
-	Seconds   float64
+	// Collateral counts the examples other than the canary whose gradient the engine found
+	// non-finite and zeroed (StepStats.NonFinite, less the canary's own), over all runs
+	// and steps: records reaching across rows. A correct engine gives 0 with every design.
+	Collateral int
+	Seconds    float64
 	// RunsPerSecond is trainings (both worlds) per second of wall time.
 	RunsPerSecond float64
 }
@@ -123,6 +142,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	setF(&c.Delta, 1e-5)
 	setInt(&c.Epochs, 1)
+	if IsAdversarial(c.Canary) {
+		setInt(&c.N, 64)
+		setInt(&c.Batch, max(1, c.N/4))
+	}
 	setInt(&c.N, 16)
 	setInt(&c.Batch, 4)
 	setInt(&c.Runs, 1000)
@@ -193,8 +216,39 @@ func (c Config) withDefaults() (Config, error) {
 		if c.Sampler != sampler.NameShuffle {
 			return c, fmt.Errorf("audit: canary %q is for the shuffle sampler, not %s: want %s", c.Canary, c.Sampler, CanaryIsolated)
 		}
+	case CanaryNaN, CanaryInf, CanaryHugeLogit:
 	default:
-		return c, fmt.Errorf("audit: canary %q: want %s or %s", c.Canary, CanaryIsolated, CanaryOpposed)
+		return c, fmt.Errorf("audit: canary %q: want one of %s", c.Canary, strings.Join(Canaries(), ", "))
+	}
+	if !IsAdversarial(c.Canary) {
+		if c.CanaryRow != "" {
+			return c, fmt.Errorf("audit: canary row %q: only the adversarial canaries (%s) take a row", c.CanaryRow, strings.Join(AdversarialCanaries(), ", "))
+		}
+		return c, nil
+	}
+	if c.CanaryRow == "" {
+		c.CanaryRow = RowFirst
+		if !sortedSampler(c.Sampler) {
+			c.CanaryRow = RowRandom
+		}
+	}
+	switch c.CanaryRow {
+	case RowFirst:
+		if !sortedSampler(c.Sampler) {
+			return c, fmt.Errorf("audit: canary row %q: the shuffle sampler orders each batch by its permutation, so the canary's row is uniform: want %s", c.CanaryRow, RowRandom)
+		}
+	case RowRandom:
+	default:
+		return c, fmt.Errorf("audit: canary row %q: want %s or %s", c.CanaryRow, RowFirst, RowRandom)
+	}
+	if c.N > maxAdversarialN {
+		return c, fmt.Errorf("audit: n = %d: the adversarial canary %s wants n ≤ %d (its score sums over the ordinary examples' batch counts)", c.N, c.Canary, maxAdversarialN)
+	}
+	if c.Sampler == sampler.NameAllocation {
+		m := sampler.AllocationSteps(c.N, c.Batch)
+		if work := float64(m) * float64(c.N-1) * float64(c.N-1); work > maxAllocationWork {
+			return c, fmt.Errorf("audit: n = %d, batch = %d: the adversarial allocation score costs M·(n−1)² = %.3g per epoch, want ≤ %d: a smaller n or a larger batch", c.N, c.Batch, work, maxAllocationWork)
+		}
 	}
 	return c, nil
 }
@@ -267,7 +321,19 @@ type design struct {
 	s          float64 // ρ/σ: the canary's push in noise units
 	gradScale  float64 // √(a²+1)·√2: gradient norm per unit of the wrong-class probability
 	engineConf engine.Config
+
+	// The adversarial designs.
+	adv    bool
+	own    float64 // the canary's own push on y in noise units under a correct engine
+	selfNF int     // 1 when a correct engine finds the canary's own gradient non-finite
+	// fault, set by tests only, emulates the cross-row fault in the canary world: when the
+	// canary is row 0 of a physical batch, the other rows of that batch are dropped before
+	// the engine's step.
+	fault bool
 }
+
+// opposedLike reports whether every ordinary example is a·e_cf with label 1.
+func (d *design) opposedLike() bool { return d.cfg.Canary == CanaryOpposed || d.adv }
 
 func newDesign(cfg Config) (*design, error) {
 	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, 0)
@@ -279,11 +345,19 @@ func newDesign(cfg Config) (*design, error) {
 	ds := &datasets.Dataset{Name: "audit", N: cfg.N, D: d, Classes: 2, Shape: []int{d},
 		X: make([]float32, cfg.N*d), Y: make([]int, cfg.N)}
 	// The ordinary examples: a fixed synthetic task (isolated) or all at a·e_cf with
-	// label 1 (opposed). They are public parts of both worlds.
+	// label 1 (opposed and adversarial). They are public parts of both worlds.
+	adv := IsAdversarial(cfg.Canary)
+	canary := cfg.N - 1
+	if adv && cfg.CanaryRow == RowFirst {
+		canary = 0
+	}
 	x := uint64(cfg.Seed) ^ 0x5eed
-	for i := 0; i < cfg.N-1; i++ {
+	for i := 0; i < cfg.N; i++ {
+		if i == canary {
+			continue
+		}
 		row := ds.X[i*d : (i+1)*d]
-		if cfg.Canary == CanaryOpposed {
+		if cfg.Canary == CanaryOpposed || adv {
 			row[cf] = float32(cfg.Scale)
 			ds.Y[i] = 1
 			continue
@@ -299,19 +373,31 @@ func newDesign(cfg Config) (*design, error) {
 			ds.Y[i] = 1
 		}
 	}
-	canary := cfg.N - 1
 	ds.X[canary*d+cf] = float32(cfg.Scale)
 	ds.Y[canary] = 0
+	selfNF := 0
+	if adv {
+		ds.X[canary*d+cf] = canaryValue(cfg.Canary)
+		ds.Y[canary] = 1
+		if cfg.Canary != CanaryHugeLogit {
+			selfNF = 1
+		}
+	}
+	dtype := tensor.Float64
+	if cfg.Float32 {
+		dtype = tensor.Float32
+	}
 	rho := cfg.Scale / math.Hypot(cfg.Scale, 1)
 	steps := totalSteps(cfg, smp.StepsPerEpoch())
 	return &design{
+		adv: adv, own: ownPush(cfg.Canary, cfg.Sigma), selfNF: selfNF,
 		cfg: cfg, ds: ds, canary: canary,
 		c0: cf * 2, c1: cf*2 + 1, b0: d * 2, b1: d*2 + 1,
 		m: smp.StepsPerEpoch(), steps: steps, divisor: smp.ExpectedBatchSize(), q: smp.SampleRate(),
 		s:         rho / cfg.Sigma,
 		gradScale: math.Hypot(cfg.Scale, 1) * math.Sqrt2,
 		engineConf: engine.Config{
-			Arch: nn.LogReg([]int{d}, 2), Dtype: tensor.Float64,
+			Arch: nn.LogReg([]int{d}, 2), Dtype: dtype,
 			PhysicalBatch: cfg.Batch, Replicas: 1, Clip: cfg.Clip, Sigma: cfg.Sigma,
 			Optimizer: engine.OptimizerConfig{Name: "sgd", LR: cfg.LR, Schedule: "constant"},
 			EvalBatch: 1,
@@ -335,14 +421,20 @@ func runSeed(seed uint64, world, i int) uint64 {
 
 // worker is one goroutine's Learner and buffers.
 type worker struct {
-	d       *design
-	l       *engine.Learner
-	zero    []float64
-	prev    []float64
-	cur     []float64
-	idx     []int
-	ys      []float64
-	unclips int
+	d          *design
+	l          *engine.Learner
+	ds         *datasets.Dataset // d.ds, or a copy whose canary moves (RowRandom)
+	j          int               // the canary's index in ds
+	zero       []float64
+	prev       []float64
+	cur        []float64
+	idx        []int
+	ys         []float64
+	unclips    int
+	collateral int
+	// The adversarial scores' tables, per canary index.
+	pw map[int]*poissonWeights
+	at map[int]*allocationTables
 }
 
 func (d *design) newWorker() (*worker, error) {
@@ -351,7 +443,65 @@ func (d *design) newWorker() (*worker, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	n := l.NumParams()
-	return &worker{d: d, l: l, zero: make([]float64, n), prev: make([]float64, n), cur: make([]float64, n), ys: make([]float64, 0, d.m)}, nil
+	wk := &worker{d: d, l: l, ds: d.ds, j: d.canary, zero: make([]float64, n), prev: make([]float64, n), cur: make([]float64, n), ys: make([]float64, 0, d.m),
+		pw: map[int]*poissonWeights{}, at: map[int]*allocationTables{}}
+	if d.movesCanary() {
+		c := *d.ds
+		c.X, c.Y = append([]float32(nil), d.ds.X...), append([]int(nil), d.ds.Y...)
+		wk.ds = &c
+	}
+	return wk, nil
+}
+
+// movesCanary reports whether every training draws the canary's index (RowRandom under a
+// sampler whose batches are in index order).
+func (d *design) movesCanary() bool {
+	return d.adv && d.cfg.CanaryRow == RowRandom && sortedSampler(d.cfg.Sampler)
+}
+
+// moveCanary swaps the canary's record at wk.j with the ordinary record at j (all ordinary
+// records of the adversarial designs are equal).
+func (wk *worker) moveCanary(j int) {
+	if j == wk.j {
+		return
+	}
+	d := wk.ds.D
+	a, b := wk.ds.X[wk.j*d:(wk.j+1)*d], wk.ds.X[j*d:(j+1)*d]
+	for k := range a {
+		a[k], b[k] = b[k], a[k]
+	}
+	wk.ds.Y[wk.j], wk.ds.Y[j] = wk.ds.Y[j], wk.ds.Y[wk.j]
+	wk.j = j
+}
+
+func (wk *worker) poissonWeights(j int) *poissonWeights {
+	w := wk.pw[j]
+	if w == nil {
+		w = newPoissonWeights(wk.d.cfg.N, j, wk.d.cfg.Batch, wk.d.q)
+		wk.pw[j] = w
+	}
+	return w
+}
+
+func (wk *worker) allocationTables(j int) *allocationTables {
+	t := wk.at[j]
+	if t == nil {
+		t = newAllocationTables(wk.d.cfg.N, j)
+		wk.at[j] = t
+	}
+	return t
+}
+
+// epochLogLR is one shuffle or allocation epoch's score for the design.
+func (wk *worker) epochLogLR(ys []float64) float64 {
+	d := wk.d
+	switch {
+	case !d.adv:
+		return d.epochLogLR(ys)
+	case d.cfg.Sampler == sampler.NameShuffle:
+		return d.advShuffleEpochLogLR(ys)
+	}
+	return d.advAllocationEpochLogLR(ys, wk.allocationTables(wk.j))
 }
 
 // run trains once in world w (1: with the canary) and returns the score.
@@ -363,6 +513,10 @@ func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 		return 0, err
 	}
 	noise := splitmix(seed ^ 2)
+	if d.movesCanary() {
+		wk.moveCanary(int(splitmix(seed^3) % uint64(cfg.N)))
+	}
+	canary := wk.j
 	if err := wk.l.SetParams(wk.zero); err != nil {
 		return 0, err
 	}
@@ -378,10 +532,10 @@ func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 		}
 		t := step % d.m
 		wk.idx = smp.Batch(step/d.m, t, wk.idx)
-		has, k := false, 0
-		for _, j := range wk.idx {
-			if j == d.canary {
-				has = true
+		has, k, pos := false, 0, 0
+		for p, j := range wk.idx {
+			if j == canary {
+				has, pos = true, p
 				if world == 0 {
 					continue // the ghost: zero gradient
 				}
@@ -390,21 +544,39 @@ func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 			k++
 		}
 		wk.idx = wk.idx[:k]
-		wk.countUnclipped(world == 1 && has, k > 0)
-		if _, err := wk.l.Step(d.ds, wk.idx, cfg.Sigma, kernels.NoiseKey{Seed: noise, Step: uint64(step)}, cfg.LR, d.divisor); err != nil {
+		if d.fault && world == 1 && has && pos%cfg.Batch == 0 {
+			// The emulated cross-row fault: the other rows of the canary's physical batch are
+			// dropped, and the canary goes last, so that an engine with the real fault finds
+			// nothing more to drop.
+			end := min(pos+cfg.Batch, len(wk.idx))
+			wk.idx = append(wk.idx[:pos], wk.idx[end:]...)
+			wk.idx = append(wk.idx, canary)
+		}
+		wk.countUnclipped(world == 1 && has && !d.adv, len(wk.idx) > 0)
+		st, err := wk.l.Step(wk.ds, wk.idx, cfg.Sigma, kernels.NoiseKey{Seed: noise, Step: uint64(step)}, cfg.LR, d.divisor)
+		if err != nil {
 			return 0, fmt.Errorf("audit: world %d run %d step %d: %w", world, i, step, err)
+		}
+		own := 0
+		if world == 1 && has {
+			own = d.selfNF
+		}
+		if st.NonFinite > own {
+			wk.collateral += st.NonFinite - own
 		}
 		wk.cur = wk.l.Params(wk.cur)
 		y := ((wk.cur[d.c0] - wk.prev[d.c0]) - (wk.cur[d.c1] - wk.prev[d.c1])) / math.Sqrt2 * unit
 		wk.prev, wk.cur = wk.cur, wk.prev
 		switch {
 		case cfg.Threat != ThreatIterates:
+		case poisson && d.adv:
+			score += d.advPoissonLogLR(y, wk.poissonWeights(canary))
 		case poisson:
 			score += poissonLogLR(y, d.s, d.q)
 		default:
 			wk.ys = append(wk.ys, y)
 			if t == d.m-1 || step == d.steps-1 {
-				score += d.epochLogLR(wk.ys)
+				score += wk.epochLogLR(wk.ys)
 				wk.ys = wk.ys[:0]
 			}
 		}
@@ -428,7 +600,7 @@ func (wk *worker) countUnclipped(canary, opposed bool) {
 	if canary && d.gradScale*p1 <= d.cfg.Clip {
 		wk.unclips++
 	}
-	if opposed && d.cfg.Canary == CanaryOpposed && d.gradScale*(1-p1) <= d.cfg.Clip {
+	if opposed && d.opposedLike() && d.gradScale*(1-p1) <= d.cfg.Clip {
 		wk.unclips++
 	}
 }
@@ -483,7 +655,10 @@ func logAddExp(a, b float64) float64 {
 // Run audits cfg: 2·Runs trainings on cfg.Workers goroutines, the test, the empirical ε
 // and the accountant's claim. ctx cancellation stops the trainings and returns an error
 // wrapping ctx.Err(). A Violation is a result, not an error: the caller reports it.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) { return run(ctx, cfg, nil) }
+
+// run is Run with tweak, when set, applied to the design before the trainings (tests).
+func run(ctx context.Context, cfg Config, tweak func(*design)) (*Result, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -491,6 +666,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	d, err := newDesign(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if tweak != nil {
+		tweak(d)
 	}
 	acc := cfg.Accountant
 	if acc == nil {
@@ -502,7 +680,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("audit: accountant: %w", err)
 		}
 	}
-	res := &Result{Sampler: cfg.Sampler, Threat: cfg.Threat, Canary: cfg.Canary, Accountant: acc.Name(),
+	res := &Result{Sampler: cfg.Sampler, Threat: cfg.Threat, Canary: cfg.Canary, CanaryRow: cfg.CanaryRow,
+		Dtype: d.engineConf.Dtype.String(), Accountant: acc.Name(),
 		Sigma: cfg.Sigma, Delta: cfg.Delta, Epochs: (d.steps + d.m - 1) / d.m, StepsPerEpoch: d.m, Steps: d.steps,
 		N: cfg.N, Batch: cfg.Batch, Runs: cfg.Runs, Confidence: cfg.Confidence, EpsilonLowerBound: math.NaN()}
 	if res.EpsilonAccountant, err = acc.Epsilon(d.steps, cfg.Delta); errors.Is(err, privacy.ErrUnreachable) {
@@ -521,7 +700,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	start := time.Now()
-	scores, unclipped, err := d.collect(ctx)
+	scores, cnt, err := d.collect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +708,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.Seconds > 0 {
 		res.RunsPerSecond = float64(2*cfg.Runs) / res.Seconds
 	}
-	res.Unclipped = unclipped
+	res.Unclipped, res.Collateral = cnt.unclipped, cnt.collateral
 	if res.Empirical, err = EmpiricalEpsilon(scores[0], scores[1], cfg.Delta, cfg.Confidence); err != nil {
 		return nil, err
 	}
@@ -537,10 +716,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// counts are the diagnostics that collect sums over the trainings.
+type counts struct {
+	unclipped  int // design steps in which an example of the design was not clipped
+	collateral int // examples other than the canary zeroed as non-finite
+}
+
 // collect runs the Runs trainings of both worlds on cfg.Workers goroutines and returns
-// their scores (index 0: without the canary) and the count of unclipped design steps. Run
-// i of world w has its own seeds, so the scores do not depend on the number of workers.
-func (d *design) collect(ctx context.Context) (scores [2][]float64, unclipped int, err error) {
+// their scores (index 0: without the canary) and the diagnostic counts. Run i of world w
+// has its own seeds, so the scores do not depend on the number of workers.
+func (d *design) collect(ctx context.Context) (scores [2][]float64, cnt counts, err error) {
 	cfg := d.cfg
 	scores = [2][]float64{make([]float64, cfg.Runs), make([]float64, cfg.Runs)}
 	total := 2 * cfg.Runs
@@ -588,16 +773,17 @@ func (d *design) collect(ctx context.Context) (scores [2][]float64, unclipped in
 				}
 			}
 			mu.Lock()
-			unclipped += wk.unclips
+			cnt.unclipped += wk.unclips
+			cnt.collateral += wk.collateral
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	if firstErr != nil {
 		if errors.Is(firstErr, context.Canceled) || errors.Is(firstErr, context.DeadlineExceeded) {
-			return scores, 0, fmt.Errorf("audit: %s interrupted after %d of %d trainings: %w", cfg.Sampler, done.Load(), total, firstErr)
+			return scores, counts{}, fmt.Errorf("audit: %s interrupted after %d of %d trainings: %w", cfg.Sampler, done.Load(), total, firstErr)
 		}
-		return scores, 0, firstErr
+		return scores, counts{}, firstErr
 	}
-	return scores, unclipped, nil
+	return scores, cnt, nil
 }

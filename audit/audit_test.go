@@ -83,12 +83,12 @@ func TestEngineMatchesDesign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scores, unclipped, err := d.collect(context.Background())
+	scores, cnt, err := d.collect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unclipped != 0 {
-		t.Errorf("%d unclipped steps", unclipped)
+	if cnt.unclipped != 0 || cnt.collateral != 0 {
+		t.Errorf("%d unclipped steps, %d collateral", cnt.unclipped, cnt.collateral)
 	}
 	T := float64(d.steps)
 	rho := cfg.Scale / math.Hypot(cfg.Scale, 1)

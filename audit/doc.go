@@ -49,6 +49,67 @@
 // Poisson); a Gaussian shift, or a mixture of non-negative shifts, has a likelihood ratio
 // increasing in Z (Karlin–Rubin), so thresholds on Z are again the most powerful tests.
 //
+// # Adversarial canaries
+//
+// The designs above bound what a benign record reveals. DP-SGD's guarantee rests on a
+// stronger fact: one record moves the clipped sum by at most C whatever it holds and
+// wherever it sits in the physical batches (Abadi et al. 2016, "Deep Learning with
+// Differential Privacy"). The adversarial canaries (CanaryNaN, CanaryInf, CanaryHugeLogit)
+// test that fact from outside: the canary is v·e_{D−1} with label 1 and v = NaN, −Inf or
+// −3.4028235e38 (the largest float32), and, as in the opposed design, every ordinary example
+// is a·e_{D−1} with label 1, so each pushes y by −s. The ordinary examples drive W[D−1, 0]
+// below 0 from the first step, so v < 0 gives the canary a class-0 logit of +Inf or about
+// 1e34 (at θ₀ = 0 the −Inf canary's logits are NaN and the huge one's 0; the NaN canary's
+// are always NaN): the value that a softmax which takes a row's maximum from another row
+// (gorgonia's LogSoftMax seeds every row's running maximum with element 0 of the whole
+// matrix) spreads to every other row of the canary's physical batch, whose errors become
+// NaN or ±Inf, whose clip coefficients become 0, and whose pushes vanish. The cross-row fault is thus a missing shift: y_t shows the ordinary
+// examples that survive. With a correct engine the NaN and Inf canaries' own gradient norms
+// are not finite, so their clip coefficient is 0 and the two worlds have the same law (the
+// empirical ε is near 0); the huge-logit canary's features are finite and its gradient is
+// clipped to C along (1, −1)/√2, so it adds c = ρ_c/σ = 1/σ per inclusion, a benign
+// canary's push (its class-0 probability is exactly 1 once W[D−1, 0] < 0, so its error is
+// (1, −1)). Result.Collateral counts the examples other than the canary that the engine
+// zeroed as non-finite, which a correct engine never does: a direct, white-box reading of
+// the same fault. Config.Float32 runs the engine in float32, `dpsgd train`'s default, where
+// the fault needs a logit only about 104 above the others (745 in float64).
+//
+// Where the canary sits is CanaryRow. Poisson and allocation batches come in increasing
+// index order and the engine cuts them into physical batches of Batch rows in that order,
+// so RowFirst (index 0) puts the canary in row 0 of the step's first physical batch
+// whenever it is drawn, the one position from which the fault reaches the others; RowRandom
+// draws its index per training. Shuffle batches come in permutation order, so there the
+// canary's row is uniform (RowRandom only). The adversarial designs default to N = 64 and
+// Batch = N/4 (still q = 1/4 and four steps per epoch): the fault removes up to Batch − 1
+// pushes, which must stand out against the spread of the random batch size.
+//
+// The scores are the likelihood ratios of the ghost world against the canary world under
+// the cross-row fault (the canary's own push c, and, when it is row 0 of a physical batch,
+// the other rows of that batch removed), so by the Neyman–Pearson lemma they are the most
+// powerful tests of a faulty engine; against a correct one they are still valid (any score
+// gives a valid bound), only no longer optimal. With kb the ordinary examples drawn below
+// the canary and ka above, the fault removes E = min(B_phys − 1, ka) of them when kb is a
+// multiple of the physical batch size B_phys, and none otherwise:
+//
+//	poisson (and truncated):  Σ_t ln(1 − q + q·Σ_v P₁(v) φ(y_t + s v − c) / Σ_v P₀(v) φ(y_t + s v)),
+//	                          P₀ = Binomial(N − 1, q), P₁ the law of kb + ka − E with
+//	                          kb ~ Binomial(j, q), ka ~ Binomial(N − 1 − j, q), j the index;
+//	shuffle:                  Σ_epochs ln A₁ − ln A₀ with y' = y + B·s,
+//	                          A₀ = r + (B/N) Σ_t e^{s y'_t − s²/2},
+//	                          A₁ = r + (B/N) Σ_t [(1 − 1/B) e^{u y'_t − u²/2} + (1/B) e^{w y'_t − w²/2}],
+//	                          u = s + c, w = B·s + c, r = (N − M·B)/N (the dropped remainder);
+//	allocation:               Σ_epochs ln((1/M) Σ_R [x^{N−1}] H'_R Π_{t≠R} H_t) − ln [x^{N−1}] Π_t H_t,
+//	                          H_t(x) = Σ_k φ(y_t + s k) x^k/k! (the multinomial round counts),
+//	                          H'_R(x) = Σ_k x^k/k! Σ_kb P(kb | k) φ(y_R + s(k − E) − c),
+//	                          P(kb | k) hypergeometric,
+//
+// the truncation of the truncated Poisson sampler (rare at its default maximum) being
+// ignored. Unobserved steps of a partial epoch carry no information, as above. With
+// ThreatFinal the score is Z = Σ_t y_t, larger with the fault. The scores are checked
+// against brute-force enumeration of every batch on tiny datasets, and their power on the
+// real engine step with the fault emulated (the canary's physical batch stripped of its
+// other rows): the empirical bound then exceeds the accountant's claim.
+//
 // # From a test to ε
 //
 // Half of each world's runs choose the threshold; the other half measure it, so the choice
