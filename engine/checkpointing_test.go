@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +21,17 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
+
+// The package's tests write checkpoints, whose run keys go to the key store: unless the
+// environment names one, it is a temporary directory, never the user's state directory. (The
+// tests that look at the store use their own, t.Setenv.)
+func init() {
+	if os.Getenv(checkpoint.KeyDirEnv) == "" {
+		if dir, err := os.MkdirTemp("", "dpsgd-engine-test-keys-"); err == nil {
+			os.Setenv(checkpoint.KeyDirEnv, dir)
+		}
+	}
+}
 
 // ckptCase is one configuration of the resume tests.
 type ckptCase struct {
@@ -244,7 +260,7 @@ func TestResumeRefusesMismatch(t *testing.T) {
 		{"sampler batches (fingerprint)", func(cfg *Config, s *sampler.Sampler, _ *Privacy, _ **datasets.Dataset) {
 			*s, _ = sampler.NewPoisson(train.N, (*s).SampleRate(), cfg.Seed+1)
 		}},
-		{"dataset digest", func(_ *Config, _ *sampler.Sampler, _ *Privacy, ds **datasets.Dataset) {
+		{"dataset fingerprint", func(_ *Config, _ *sampler.Sampler, _ *Privacy, ds **datasets.Dataset) {
 			d := **ds
 			d.X = append([]float32(nil), d.X...)
 			d.X[5] += 1
@@ -401,9 +417,9 @@ func BenchmarkCheckpointWrite(b *testing.B) {
 }
 
 // TestSecureMode: Config.Secure draws the noise from the OS: two runs with one seed differ
-// (the seeded mode gives equal ones, TestSameSeedSameResult), a secure sampler's key is in
-// the checkpoint, a resume of a secure run continues to the planned steps, and ball noise is
-// refused in secure mode.
+// (the seeded mode gives equal ones, TestSameSeedSameResult), a secure sampler's key is
+// checked on resume by its keyed fingerprint in the checkpoint, a resume of a secure run
+// continues to the planned steps, and ball noise is refused in secure mode.
 func TestSecureMode(t *testing.T) {
 	train, test := smallProblem(t)
 	key, err := sampler.NewSecureKey()
@@ -432,7 +448,7 @@ func TestSecureMode(t *testing.T) {
 		t.Fatalf("two secure runs gave the same parameters")
 	}
 	ck, err := checkpoint.Load(path)
-	if err != nil || !ck.Config.Secure || ck.Config.Sampler.Key == "" {
+	if err != nil || !ck.Config.Secure || ck.Config.Sampler.KeyMAC == "" {
 		t.Fatalf("secure checkpoint: %v %+v", err, ck.Config)
 	}
 	cfg, smp, pv := ckptCases[0].build(t, train, 2)
@@ -522,5 +538,379 @@ func TestSecureAccounting(t *testing.T) {
 	}
 	if err := checkSecureAccountant(&cfg, acc); err != nil {
 		t.Error(err)
+	}
+}
+
+// plainDatasetDigest is the unkeyed SHA-256 of a dataset's sizes, features' bits and labels,
+// which version 1 checkpoints stored: an exact membership test for anyone who can guess the
+// data.
+func plainDatasetDigest(ds *datasets.Dataset) []byte {
+	h := sha256.New()
+	var buf []byte
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(ds.N))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(ds.D))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(ds.Classes))
+	for _, v := range ds.X {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+	}
+	for _, v := range ds.Y {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(v))
+	}
+	h.Write(buf)
+	return h.Sum(nil)
+}
+
+// secureCase builds a secure run of ckptCases[0] with sampler key key.
+func secureCase(t *testing.T, train *datasets.Dataset, epochs int, key [32]byte) (Config, sampler.Sampler, Privacy) {
+	t.Helper()
+	cfg, smp, pv := ckptCases[0].build(t, train, epochs)
+	cfg.Secure = true
+	pv = securePrivacy(t, cfg, pv)
+	smp, err := sampler.Secure(smp, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, smp, pv
+}
+
+// TestCheckpointHoldsNoSecrets: a checkpoint holds neither the training set's SHA-256 nor a
+// secure sampler's key, in hex or in binary, nor the run's secret; it says in its JSON that it
+// is private; the secret is in the key store (mode 0600), and without the key store a resume
+// is refused, saying where the key was looked for and how to name the store.
+func TestCheckpointHoldsNoSecrets(t *testing.T) {
+	keys := t.TempDir()
+	t.Setenv(checkpoint.KeyDirEnv, keys)
+	train, test := smallProblem(t)
+	key, err := sampler.NewSecureKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := plainDatasetDigest(train)
+	for _, secure := range []bool{true, false} {
+		cfg, smp, pv := ckptCases[0].build(t, train, 1)
+		if secure {
+			cfg, smp, pv = secureCase(t, train, 1, key)
+		}
+		path := filepath.Join(t.TempDir(), "run.ckpt")
+		cfg.Checkpoint = CheckpointOptions{Path: path, Every: 7, SamplerSeed: cfg.Seed}
+		if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaks := map[string][]byte{
+			"the data's SHA-256 in hex": []byte(hex.EncodeToString(digest)),
+			"the data's SHA-256":        digest,
+		}
+		if secure {
+			leaks["the sampler key in hex"] = []byte(hex.EncodeToString(key[:]))
+			leaks["the sampler key"] = key[:]
+		}
+		ck, err := checkpoint.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf, err := os.ReadFile(filepath.Join(keys, ck.Config.RunID, "secret")); err != nil {
+			t.Errorf("secure %v: the run's key is not in the key store: %v", secure, err)
+		} else {
+			i := bytes.Index(sf, []byte(`"secret":"`))
+			if i < 0 {
+				t.Fatalf("key file %s", sf)
+			}
+			hexSecret := sf[i+10 : i+10+64]
+			raw, _ := hex.DecodeString(string(hexSecret))
+			leaks["the run's secret in hex"], leaks["the run's secret"] = hexSecret, raw
+		}
+		for what, b := range leaks {
+			if bytes.Contains(data, b) || bytes.Contains(bytes.ToUpper(data), bytes.ToUpper(b)) {
+				t.Errorf("secure %v: the checkpoint holds %s", secure, what)
+			}
+		}
+		if !bytes.Contains(data, []byte(`"private":"PRIVATE: this checkpoint holds the run's non-private training history`)) {
+			t.Errorf("secure %v: the checkpoint's JSON does not say it is private", secure)
+		}
+		// Without its key the run does not resume.
+		t.Setenv(checkpoint.KeyDirEnv, t.TempDir())
+		cfg, smp, pv = ckptCases[0].build(t, train, 2)
+		if secure {
+			cfg, smp, pv = secureCase(t, train, 2, key)
+		}
+		cfg.Checkpoint = CheckpointOptions{Resume: ck, SamplerSeed: cfg.Seed}
+		_, err = Train(context.Background(), cfg, train, test, smp, pv, nil)
+		if !errors.Is(err, checkpoint.ErrNoKey) || !strings.Contains(err.Error(), "--key-dir") || !strings.Contains(err.Error(), ck.Config.RunID) {
+			t.Errorf("secure %v: resume without the key store: err = %v, want ErrNoKey naming --key-dir and the run", secure, err)
+		}
+		t.Setenv(checkpoint.KeyDirEnv, keys)
+	}
+}
+
+// TestSecureResumeOnce: two resumes of copies of one secure checkpoint would release the same
+// epochs twice with independent noise, which neither ledger covers. The first resume claims
+// the run's next generation; the second is refused with ErrStale saying why, and leaves its
+// file as it was; the first's checkpoints carry the new generation and resume in turn; and a
+// run whose generation another process takes stops before its next checkpoint.
+func TestSecureResumeOnce(t *testing.T) {
+	t.Setenv(checkpoint.KeyDirEnv, t.TempDir())
+	train, test := smallProblem(t)
+	key, _ := sampler.NewSecureKey()
+	dir := t.TempDir()
+	orig, dup := filepath.Join(dir, "run.ckpt"), filepath.Join(dir, "copy.ckpt")
+	cfg, smp, pv := secureCase(t, train, 1, key)
+	cfg.Checkpoint = CheckpointOptions{Path: orig}
+	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(orig)
+	if err := os.WriteFile(dup, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ckA, errA := checkpoint.Load(orig)
+	ckB, errB := checkpoint.Load(dup)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	cfg, smp, pv = secureCase(t, train, 2, key)
+	cfg.Checkpoint = CheckpointOptions{Path: orig, Resume: ckA}
+	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err != nil {
+		t.Fatalf("first resume: %v", err)
+	}
+	cfg, smp, pv = secureCase(t, train, 2, key)
+	cfg.Checkpoint = CheckpointOptions{Path: dup, Resume: ckB}
+	_, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
+	if err == nil {
+		t.Fatalf("a second resume of the same secure checkpoint ran: the same epochs were released twice with fresh noise")
+	}
+	if !errors.Is(err, checkpoint.ErrStale) || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("second resume: err = %v, want ErrStale saying the epochs would be released twice", err)
+	}
+	if now, _ := os.ReadFile(dup); !bytes.Equal(now, data) {
+		t.Errorf("the refused resume wrote its checkpoint")
+	}
+	ck1, err := checkpoint.Load(orig)
+	if err != nil || ck1.State.Generation != 1 {
+		t.Fatalf("first resume's checkpoint: %v, generation %v", err, ck1.State.Generation)
+	}
+	cfg, smp, pv = secureCase(t, train, 3, key)
+	cfg.Checkpoint = CheckpointOptions{Path: orig, Resume: ck1}
+	if res, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err != nil || res.Steps != 3*smp.StepsPerEpoch() {
+		t.Fatalf("resume of the newest checkpoint: %v", err)
+	}
+	if ck2, err := checkpoint.Load(orig); err != nil || ck2.State.Generation != 2 {
+		t.Fatalf("second generation's checkpoint: %v, generation %v", err, ck2.State.Generation)
+	}
+
+	// A live run whose checkpoint was copied and resumed elsewhere (simulated by claiming the
+	// next generation at step 3) stops before writing its next checkpoint.
+	live := filepath.Join(dir, "live.ckpt")
+	cfg, smp, pv = secureCase(t, train, 1, key)
+	cfg.Checkpoint = CheckpointOptions{Path: live, Every: 1}
+	res, err := Train(context.Background(), cfg, train, test, smp, pv, &claimAt{t: t, n: 3, path: live})
+	if !errors.Is(err, checkpoint.ErrStale) || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("live run after its generation was taken: err = %v", err)
+	}
+	if ck, err := checkpoint.Load(live); err != nil || ck.State.Step != res.LastCheckpointStep || ck.State.Step >= 3 {
+		t.Fatalf("live run's checkpoint: %v at step %v, last written %d", err, ck, res.LastCheckpointStep)
+	}
+}
+
+// claimAt claims the next generation of the run of the checkpoint at path after step n, as a
+// resume of a copy of it in another process would.
+type claimAt struct {
+	NopProgress
+	t    *testing.T
+	n    int
+	path string
+}
+
+func (c *claimAt) Step(step int, _ StepStats, _ float64) {
+	if step != c.n {
+		return
+	}
+	ck, err := checkpoint.Load(c.path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	store, _ := checkpoint.OpenKeyStore("")
+	k, err := store.Load(ck.Config.RunID)
+	if err == nil {
+		_, err = k.Claim(ck.State.Generation, ck.State.Step)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestForkedNoise: seeded runs whose trajectories differ never share noise; one resumed with
+// an unchanged configuration still ends bitwise on the uninterrupted run.
+//
+// With the noise keyed by (seed, step) alone, (1) two fresh runs from one seed with another
+// cosine horizon or another schedule took the same first step, bit for bit (same parameters,
+// batch, rate and noise), and (2) two forks of one checkpoint with other epoch totals added
+// the same noise, at the second step after the fork, to gradients at different parameters, so
+// the difference of their releases was the noise-free difference of the clipped sums. Now the
+// forks' noisy gradients there differ by about the noise's scale σC√(2d)/B. (3) Under a
+// constant schedule the total is not part of the trajectory: 2 and 3 epochs take the same
+// first step, as they share their path (and extend bitwise, TestResumeBitwise).
+func TestForkedNoise(t *testing.T) {
+	train, test := smallProblem(t)
+	base := ckptCase{"fork", tensor.Float64, "poisson", OptimizerConfig{Name: "sgd", LR: 0.3, Schedule: "cosine"}, true}
+	// run trains c for epochs from resume (nil: afresh) and stops after step stop, returning
+	// the checkpoint there.
+	run := func(c ckptCase, epochs int, resume *checkpoint.Checkpoint, stop int) *checkpoint.Checkpoint {
+		t.Helper()
+		cfg, smp, pv := c.build(t, train, epochs)
+		path := filepath.Join(t.TempDir(), "run.ckpt")
+		cfg.Checkpoint = CheckpointOptions{Path: path, Resume: resume, SamplerSeed: cfg.Seed}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := Train(ctx, cfg, train, test, smp, pv, &cancelAt{n: stop, cancel: cancel}); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("%+v, %d epochs, stop %d: %v", c.opt, epochs, stop, err)
+		}
+		ck, err := checkpoint.Load(path)
+		if err != nil || ck.State.Step != stop {
+			t.Fatalf("checkpoint %v at %v", err, ck)
+		}
+		return ck
+	}
+	same := func(a, b [][]float64) bool { return reflect.DeepEqual(a, b) }
+
+	// (1) and (3): the first step of fresh runs.
+	cosine2 := run(base, 2, nil, 1)
+	constant := base
+	constant.opt.Schedule = "constant"
+	if same(cosine2.Params, run(base, 3, nil, 1).Params) {
+		t.Errorf("cosine over 2 and 3 epochs: the same first step from one seed (shared noise)")
+	}
+	c2 := run(constant, 2, nil, 1)
+	if same(cosine2.Params, c2.Params) {
+		t.Errorf("cosine and constant schedules: the same first step from one seed (shared noise)")
+	}
+	if !same(c2.Params, run(constant, 3, nil, 1).Params) {
+		t.Errorf("constant schedule over 2 and 3 epochs: the first steps differ, though the paths are the same")
+	}
+
+	// (2): forks of a checkpoint at step s with 3 and 4 epochs.
+	const s = 5
+	ck := run(base, 2, nil, s)
+	cfg, smp, _ := base.build(t, train, 2)
+	d, b := cfg.Arch.NumParams(), smp.ExpectedBatchSize()
+	var grads [2][]float64
+	for i, epochs := range []int{3, 4} {
+		first := run(base, epochs, ck, s+1)
+		second := run(base, epochs, first, s+2)
+		if len(first.State.Noise) != 2 || first.State.Noise[1].From != s || len(second.State.Noise) != 2 {
+			t.Errorf("fork to %d epochs: noise segments %+v then %+v, want a fork at step %d", epochs, first.State.Noise, second.State.Noise, s)
+		}
+		lr := base.opt.rate(s+1, epochs*smp.StepsPerEpoch())
+		for p := range first.Params {
+			for j := range first.Params[p] {
+				grads[i] = append(grads[i], (first.Params[p][j]-second.Params[p][j])/lr)
+			}
+		}
+	}
+	var diff float64
+	for j := range grads[0] {
+		diff += (grads[0][j] - grads[1][j]) * (grads[0][j] - grads[1][j])
+	}
+	diff = math.Sqrt(diff)
+	scale := cfg.Sigma * cfg.Clip * math.Sqrt(2*float64(d)) / b
+	t.Logf("forks at step %d: |ĝ₃ − ĝ₄| = %.4g at step %d; the noise's scale σC√(2d)/B = %.4g (d = %d, B = %g)", s, diff, s+1, scale, d, b)
+	if diff < scale/2 {
+		t.Errorf("forks with 3 and 4 epochs: their noisy gradients at step %d differ by %.3g, far below the noise's scale %.3g: the same noise on different parameters", s+1, diff, scale)
+	}
+
+	// An unchanged resume: bitwise, one noise segment.
+	cfg, smp, pv := base.build(t, train, 2)
+	ref, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, smp, pv = base.build(t, train, 2)
+	path := filepath.Join(t.TempDir(), "same.ckpt")
+	cfg.Checkpoint = CheckpointOptions{Path: path, Resume: ck, SamplerSeed: cfg.Seed}
+	got, err := Train(context.Background(), cfg, train, test, smp, pv, nil)
+	if err != nil || got.ParamsDigest != ref.ParamsDigest {
+		t.Fatalf("unchanged resume: %v, digest %.12s, uninterrupted %.12s", err, got.ParamsDigest, ref.ParamsDigest)
+	}
+	if fin, err := checkpoint.Load(path); err != nil || len(fin.State.Noise) != 1 {
+		t.Fatalf("unchanged resume's checkpoint: %v, noise segments %+v", err, fin.State.Noise)
+	}
+}
+
+// TestTrajectoryFingerprint: every field that decides the parameters' path changes the
+// fingerprint (so the noise key); the fields that do not leave it; the seed and the sampler's
+// batches change the noise key, not the fingerprint (which checkpoints record).
+func TestTrajectoryFingerprint(t *testing.T) {
+	train, _ := smallProblem(t)
+	build := func(mut func(*Config, *int)) string {
+		cfg := smallConfig(train)
+		cfg.Optimizer = OptimizerConfig{Name: "momentum", LR: 0.5, Momentum: 0.9, Schedule: "cosine"}
+		seed := 7
+		mut(&cfg, &seed)
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		smp, err := sampler.NewPoisson(train.N, 0.05, uint64(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trajectoryFingerprint(&cfg, smp)
+	}
+	ref := build(func(*Config, *int) {})
+	for name, mut := range map[string]func(*Config, *int){
+		"epochs (cosine)": func(c *Config, _ *int) { c.Epochs++ },
+		"schedule":        func(c *Config, _ *int) { c.Optimizer.Schedule = "constant" },
+		"lr":              func(c *Config, _ *int) { c.Optimizer.LR = 0.4 },
+		"optimizer":       func(c *Config, _ *int) { c.Optimizer.Name = "sgd" },
+		"momentum":        func(c *Config, _ *int) { c.Optimizer.Momentum = 0.8 },
+		"weight decay":    func(c *Config, _ *int) { c.Optimizer.WeightDecay = 1e-4 },
+		"ema":             func(c *Config, _ *int) { c.Optimizer.EMA = 0.5 },
+		"clip":            func(c *Config, _ *int) { c.Clip = 2 },
+		"sigma":           func(c *Config, _ *int) { c.Sigma = 1.5 },
+		"ball noise":      func(c *Config, _ *int) { c.Noise, c.Radius = NoiseBall, 3 },
+		"non-private":     func(c *Config, _ *int) { c.NonPrivate = true },
+		"replicas":        func(c *Config, _ *int) { c.Replicas = 3 },
+		"physical batch":  func(c *Config, _ *int) { c.PhysicalBatch = 32 },
+		"dtype":           func(c *Config, _ *int) { c.Dtype = tensor.Float64 },
+		"architecture":    func(c *Config, _ *int) { c.Arch = smallConfig(train).Arch; c.Arch.Hidden = []int{8} },
+	} {
+		if build(mut) == ref {
+			t.Errorf("%s: same trajectory fingerprint", name)
+		}
+	}
+	for name, mut := range map[string]func(*Config, *int){
+		"eval batch":                  func(c *Config, _ *int) { c.EvalBatch = 100 },
+		"seed (in the key, not here)": func(c *Config, _ *int) { c.Seed = 9 },
+		"checkpoint path":             func(c *Config, _ *int) { c.Checkpoint.Path = "x" },
+		"radius of a gaussian run":    func(c *Config, _ *int) { c.Radius = 5 },
+		"device":                      func(c *Config, _ *int) { c.Device = DeviceCPU },
+	} {
+		if build(mut) != ref {
+			t.Errorf("%s: changes the trajectory fingerprint", name)
+		}
+	}
+	constant := func(epochs int) func(*Config, *int) {
+		return func(c *Config, _ *int) { c.Optimizer.Schedule, c.Epochs = "constant", epochs }
+	}
+	if build(constant(2)) != build(constant(5)) {
+		t.Errorf("constant schedule: the total of epochs changes the fingerprint")
+	}
+	key := func(seed, samplerSeed uint64) uint64 {
+		cfg := smallConfig(train)
+		cfg.Seed = seed
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		smp, _ := sampler.NewPoisson(train.N, 0.05, samplerSeed)
+		k, err := newCkptRun(&cfg, smp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.noiseKey
+	}
+	if k := key(7, 7); k != key(7, 7) || k == key(8, 7) || k == key(7, 8) {
+		t.Errorf("noise keys: the seed and the sampler's batches must decide it, and nothing random")
 	}
 }

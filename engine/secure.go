@@ -9,8 +9,10 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
-// samplerKey returns the key of a secure sampler (sampler.Secure), which a checkpoint stores
-// so that a resumed secure run draws the same batches for the rest of the epoch.
+// samplerKey returns the key of a secure sampler (sampler.Secure). A checkpoint holds only an
+// HMAC of it under the run's secret; a resumed secure run must be given the same key (dpsgd
+// train derives it from the run's key, checkpoint.RunKey.SamplerKey) to draw the same batches
+// for the rest of the epoch.
 func samplerKey(s sampler.Sampler) ([32]byte, bool) { return sampler.SecureKey(s) }
 
 // SecureBounds returns the per-step bounds that privacy.NearIdeal needs for Config.Secure's

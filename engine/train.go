@@ -432,6 +432,13 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		return nil, err
 	}
 	defer r.close()
+	// The noise key: from the seed and the trajectory's fingerprint, forked on a resume that
+	// changes the trajectory (CheckpointOptions, "The noise key"); set before the device opens.
+	ckr, err := newCkptRun(&cfg, smp)
+	if err != nil {
+		return nil, err
+	}
+	r.noise = ckr.noiseKey
 	if err := r.attachDevice(train); err != nil {
 		return nil, err
 	}
@@ -457,7 +464,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		if !cfg.NonPrivate && pv.Ledger == nil {
 			return nil, fmt.Errorf("checkpoints of a private run need Privacy.Ledger: every checkpoint carries the ledger")
 		}
-		cc = checkpointConfig(&cfg, train, smp, &pv)
+		if cc, err = ckr.open(&cfg, train, smp, &pv); err != nil {
+			return nil, err
+		}
 	}
 
 	// The position: step = epoch0·m + s0 steps done; es and correct accumulate the epoch in
@@ -483,6 +492,10 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			if err := resumeLedger(c, &pv); err != nil {
 				return nil, fmt.Errorf("resume: %w", err)
 			}
+		}
+		// Last, once nothing else refuses the resume: a secure one claims the next generation.
+		if err := ckr.resume(c); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
 		}
 		st := c.State
 		step, epoch0, s0, examples = st.Step, st.Epoch, st.StepInEpoch, st.Examples
@@ -510,7 +523,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			return nil
 		}
 		st := checkpoint.State{Step: step, Epoch: step / m, StepInEpoch: step % m, TotalSteps: total, Examples: examples,
-			Final: final, StoppedByBudget: res.StoppedByBudget}
+			Final: final, StoppedByBudget: res.StoppedByBudget, Generation: ckr.gen, Noise: ckr.noise}
 		for _, h := range res.History {
 			st.History = append(st.History, toCheckpointStats(h))
 		}
@@ -519,6 +532,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			st.Partial.TrainAcc = float64(correct)
 		}
 		if err := r.pull(true); err != nil {
+			return fmt.Errorf("checkpoint at step %d: %w", step, err)
+		}
+		if err := ckr.current(); err != nil {
 			return fmt.Errorf("checkpoint at step %d: %w", step, err)
 		}
 		if err := checkpoint.Write(ck.Path, r.snapshot(cc, st, &pv)); err != nil {
@@ -540,11 +556,10 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		res.finishRate(start, examples-startExamples)
 		return ferr
 	}
-	if ck.Resume == nil {
-		// A first checkpoint before any step: an unwritable path fails now, not after the run.
-		if err := save(false); err != nil {
-			return res, err
-		}
+	// A first checkpoint before any step: an unwritable path fails now, not after the run, and
+	// a resume's checkpoint carries its generation and noise segments at once.
+	if err := save(false); err != nil {
+		return res, err
 	}
 	prog.Start(total)
 	defer prog.Finish()

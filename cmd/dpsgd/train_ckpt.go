@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +15,37 @@ import (
 
 // ckptNotStored are the flags a checkpoint does not record: they describe this invocation,
 // not the run (--device included: a run checkpointed on a GPU may resume on the CPU, not
-// bitwise, and the other way round).
-var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true, "device": true}
+// bitwise, and the other way round). --checkpoint and --key-dir are paths of this invocation:
+// a checkpoint restored from a copy must never write over the file it was copied from, and
+// where the keys are is this machine's business. --seed is sealed in the checkpoint under
+// the run's secret instead (checkpoint.Config.Seeds): whoever knows a seeded run's seed can
+// regenerate its noise.
+var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true, "device": true,
+	"checkpoint": true, "key-dir": true, "seed": true}
+
+// keyDir returns --key-dir ("" = the default key store).
+func (f *trainFlags) keyDir() string {
+	if fl := f.fs.Lookup("key-dir"); fl != nil {
+		return fl.Value.String()
+	}
+	return ""
+}
+
+// ckptRunKey loads the key of the run of checkpoint ck from the key store: a resume needs it
+// to check the data, to unseal the seed and to rebuild a secure sampler.
+func (f *trainFlags) ckptRunKey(ck *checkpoint.Checkpoint) (*checkpoint.RunKey, error) {
+	store, err := checkpoint.OpenKeyStore(f.keyDir())
+	if err != nil {
+		return nil, usagef("--resume %s: %v", f.resume, err)
+	}
+	k, err := store.Load(ck.Config.RunID)
+	if err != nil {
+		return nil, usagef("--resume %s: %v. The resume needs the run's key (it checks the data, and holds the seed or the "+
+			"secure sampler's key): name the key store that holds it with --key-dir DIR (or %s), or copy its directory %s "+
+			"there along with the checkpoint", f.resume, err, checkpoint.KeyDirEnv, ck.Config.RunID)
+	}
+	return k, nil
+}
 
 // ckptCheckFlags checks --checkpoint, --checkpoint-every and --secure.
 func (f *trainFlags) ckptCheckFlags() error {
@@ -78,6 +106,28 @@ func (f *trainFlags) ckptLoadResume() (*checkpoint.Checkpoint, error) {
 	if f.secure && !ck.Config.Sampler.Secure {
 		return nil, usagef("--secure: the checkpoint %s is of a seeded run, which cannot continue in secure mode", f.resume)
 	}
+	// Checkpoints go to the path named now: --checkpoint, or else the resumed file itself,
+	// never a path recorded in the file (which, in a copy, would be the original's).
+	if !f.set["checkpoint"] {
+		f.checkpoint = f.resume
+	}
+	k, err := f.ckptRunKey(ck)
+	if err != nil {
+		return nil, err
+	}
+	if !f.secure {
+		seed, _, err := ck.Config.Seeds(k)
+		if err != nil {
+			return nil, usagef("--resume %s: %v", f.resume, err)
+		}
+		if f.set["seed"] && f.seed != seed {
+			return nil, usagef("--resume %s --seed %d: the checkpoint's run has another seed; a resume continues the run's own", f.resume, f.seed)
+		}
+		if !f.set["seed"] {
+			f.seed = seed
+			f.set["seed"], f.fromCheckpoint["seed"] = true, true
+		}
+	}
 	return ck, nil
 }
 
@@ -87,7 +137,7 @@ func (f *trainFlags) ckptLoadResume() (*checkpoint.Checkpoint, error) {
 func (f *trainFlags) ckptMeta(rc *runConfig) map[string]string {
 	meta := map[string]string{}
 	for name := range f.set {
-		if ckptNotStored[name] || (name == "seed" && f.secure) {
+		if ckptNotStored[name] {
 			continue
 		}
 		meta[name] = f.fs.Lookup(name).Value.String()
@@ -120,17 +170,32 @@ func ckptRadiusFlag(radius, clip float64) float64 {
 }
 
 // ckptWire sets the run's checkpoint options and, with --secure, the secure noise and the
-// secure sampler (a fresh key from the operating system, or the checkpoint's on a resume).
+// secure sampler. A checkpointed secure run's sampler key is derived from its run key
+// (checkpoint.RunKey.SamplerKey: a new run in the key store, or the resumed one's), so it is
+// stored nowhere; a secure run without checkpoints draws one from the operating system.
 func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) error {
+	var run *checkpoint.RunKey
+	var err error
+	if resumeFrom != nil {
+		if run, err = f.ckptRunKey(resumeFrom); err != nil {
+			return err
+		}
+	} else if f.secure && f.checkpoint != "" {
+		store, err := checkpoint.OpenKeyStore(f.keyDir())
+		if err != nil {
+			return usagef("--key-dir: %v", err)
+		}
+		if store.Holds(f.checkpoint) {
+			return usagef("--checkpoint %s is inside the key store %s: whoever gets the one would get the other; keep the key store elsewhere (--key-dir)", f.checkpoint, store.Dir())
+		}
+		if run, err = store.NewRun(); err != nil {
+			return err
+		}
+	}
 	if f.secure {
 		var key [32]byte
-		var err error
-		if resumeFrom != nil {
-			b, err := hex.DecodeString(resumeFrom.Config.Sampler.Key)
-			if err != nil || len(b) != len(key) {
-				return usagef("--resume %s: the checkpoint's sampler key is malformed", f.resume)
-			}
-			copy(key[:], b)
+		if run != nil {
+			key = run.SamplerKey()
 		} else if key, err = sampler.NewSecureKey(); err != nil {
 			return err
 		}
@@ -150,17 +215,19 @@ func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) 
 		}
 	}
 	rc.cfg.Checkpoint = engine.CheckpointOptions{Path: f.checkpoint, Every: f.checkpointEvery, Resume: resumeFrom,
-		SamplerSeed: f.seed, Meta: f.ckptMeta(rc)}
+		SamplerSeed: f.seed, Meta: f.ckptMeta(rc), KeyDir: f.keyDir(), Run: run}
 	return nil
 }
 
 // ckptClassify makes the checkpoint errors (unreadable, of another configuration, not
-// writable) usage errors: exit status 2 with the message naming the problem.
+// writable, without its key, of a stale generation) usage errors: exit status 2 with the
+// message naming the problem.
 func ckptClassify(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, checkpoint.ErrFormat) || errors.Is(err, checkpoint.ErrMismatch) || errors.Is(err, checkpoint.ErrWrite) {
+	if errors.Is(err, checkpoint.ErrFormat) || errors.Is(err, checkpoint.ErrMismatch) || errors.Is(err, checkpoint.ErrWrite) ||
+		errors.Is(err, checkpoint.ErrKeyStore) || errors.Is(err, checkpoint.ErrStale) {
 		return usageError{err}
 	}
 	return err

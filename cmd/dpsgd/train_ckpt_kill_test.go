@@ -57,8 +57,8 @@ func TestCkptKill(t *testing.T) {
 		}
 		runs = n
 	}
-	base := append(append([]string(nil), ckptArgs...), "--epochs", "2", "--sigma", "1")
-	code, ref, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1")
+	base := append(append([]string(nil), ckptArgs...), "--epochs", "2", "--sigma", "1", "--seed", "1")
+	code, ref, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--seed", "1")
 	if code != 0 {
 		t.Fatalf("reference run: exit %d: %s", code, errOut)
 	}

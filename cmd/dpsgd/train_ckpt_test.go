@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +10,17 @@ import (
 
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 )
+
+// The package's tests write checkpoints, whose run keys go to the key store: unless the
+// environment names one, it is a temporary directory, never the user's state directory. The
+// kill test's children inherit it. (The tests that look at the store use their own.)
+func init() {
+	if os.Getenv(checkpoint.KeyDirEnv) == "" {
+		if dir, err := os.MkdirTemp("", "dpsgd-cmd-test-keys-"); err == nil {
+			os.Setenv(checkpoint.KeyDirEnv, dir)
+		}
+	}
+}
 
 // ckptArgs is a small, fast training run (RDP accounting: no PLD calibration).
 var ckptArgs = []string{"train", "--hidden", "8", "--batch-size", "512", "--accountant", "rdp", "--schedule", "constant", "--quiet", "--json"}
@@ -28,14 +41,14 @@ func ckptRun(t *testing.T, extra ...string) (int, map[string]any, string) {
 func TestCkptResumeCLI(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "run.ckpt")
-	code, ref, errOut := ckptRun(t, "--epochs", "3", "--sigma", "1")
+	code, ref, errOut := ckptRun(t, "--epochs", "3", "--sigma", "1", "--seed", "1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if n := strings.Count(errOut, "not for production releases"); n != 1 || !strings.Contains(errOut, "--secure") {
 		t.Errorf("seeded-mode warning printed %d times (want once, suggesting --secure): %q", n, errOut)
 	}
-	code, first, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--checkpoint", path, "--checkpoint-every", "10")
+	code, first, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--seed", "1", "--checkpoint", path, "--checkpoint-every", "10")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -72,7 +85,7 @@ func TestCkptResumeCLI(t *testing.T) {
 func TestCkptBadCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "run.ckpt")
-	if code, _, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--checkpoint", path); code != 0 {
+	if code, _, errOut := ckptRun(t, "--epochs", "2", "--sigma", "1", "--seed", "1", "--checkpoint", path); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	data, err := os.ReadFile(path)
@@ -96,6 +109,7 @@ func TestCkptBadCheckpoints(t *testing.T) {
 		{[]string{"--resume", write("flip.ckpt", flipped)}, "SHA-256 mismatch"},
 		{[]string{"--resume", write("foreign.ckpt", []byte("P5\n28 28\n255\n"))}, "not a dpsgd checkpoint"},
 		{[]string{"--resume", filepath.Join(dir, "absent.ckpt")}, "no such file"},
+		{[]string{"--resume", path, "--epochs", "3", "--key-dir", t.TempDir()}, "--key-dir"},
 		{[]string{"--resume", path, "--epochs", "3", "--sigma", "1.5"}, "sigma: checkpoint has 1, this run has 1.5"},
 		{[]string{"--resume", path, "--epochs", "3", "--clip", "2"}, "clip"},
 		{[]string{"--resume", path, "--epochs", "3", "--batch-size", "256"}, "sampler"},
@@ -138,8 +152,9 @@ func TestCkptDivergence(t *testing.T) {
 }
 
 // TestCkptSecure: --secure trains with no seed (JSON seed 0, secure true), prints no
-// seeded-mode warning, stores the sampler key in its checkpoint and resumes from it (fresh
-// noise: not bitwise); it refuses --seed, ball noise, and a seeded checkpoint.
+// seeded-mode warning, derives its sampler key from the run's key in the key store (the
+// checkpoint holds only a keyed fingerprint of it) and resumes (fresh noise: not bitwise);
+// it refuses --seed, ball noise, and a seeded checkpoint.
 func TestCkptSecure(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "secure.ckpt")
@@ -151,7 +166,7 @@ func TestCkptSecure(t *testing.T) {
 		t.Errorf("secure %v, seed %v, stderr %q", m["secure"], m["seed"], errOut)
 	}
 	ck, err := checkpoint.Load(path)
-	if err != nil || !ck.Config.Secure || !ck.Config.Sampler.Secure || len(ck.Config.Sampler.Key) != 64 {
+	if err != nil || !ck.Config.Secure || !ck.Config.Sampler.Secure || len(ck.Config.Sampler.KeyMAC) != 64 {
 		t.Fatalf("secure checkpoint: %v, secure %v, sampler %+v", err, ck.Config.Secure, ck.Config.Sampler)
 	}
 	code, m2, errOut := ckptRun(t, "--secure", "--epochs", "1", "--sigma", "1")
@@ -166,7 +181,7 @@ func TestCkptSecure(t *testing.T) {
 		t.Errorf("secure resume: %v", r)
 	}
 	seeded := filepath.Join(dir, "seeded.ckpt")
-	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "1", "--checkpoint", seeded); code != 0 {
+	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "1", "--seed", "1", "--checkpoint", seeded); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, tc := range []struct {
@@ -181,5 +196,151 @@ func TestCkptSecure(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// ckptKey loads the run key of the checkpoint at path from the key store at dir ("" = the
+// default).
+func ckptKey(t *testing.T, dir, path string) (*checkpoint.Checkpoint, *checkpoint.RunKey) {
+	t.Helper()
+	ck, err := checkpoint.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.OpenKeyStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := store.Load(ck.Config.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, k
+}
+
+// TestCkptNoSecretsCLI: the checkpoints of `dpsgd train` hold neither a secure run's sampler
+// key nor a seeded run's seed (in hex, binary or decimal), nor their own path or the key
+// store's; the run's key is in the key store named by --key-dir (mode 0600), and the flags'
+// record says the file is private. Without the key store a resume is refused naming
+// --key-dir.
+func TestCkptNoSecretsCLI(t *testing.T) {
+	keys, dir := t.TempDir(), t.TempDir()
+	const seed = "8172635445362718"
+	seeded, secure := filepath.Join(dir, "seeded.ckpt"), filepath.Join(dir, "secure.ckpt")
+	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "1", "--seed", seed, "--checkpoint", seeded, "--key-dir", keys); code != 0 {
+		t.Fatalf("seeded: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := ckptRun(t, "--secure", "--epochs", "1", "--sigma", "1", "--checkpoint", secure, "--key-dir", keys); code != 0 {
+		t.Fatalf("secure: exit %d: %s", code, errOut)
+	}
+	for _, path := range []string{seeded, secure} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, k := ckptKey(t, keys, path)
+		key := k.SamplerKey()
+		leaks := map[string][]byte{"the checkpoint's path": []byte(path), "the key store's path": []byte(keys)}
+		if path == secure {
+			leaks["the sampler key in hex"], leaks["the sampler key"] = []byte(hex.EncodeToString(key[:])), key[:]
+		} else {
+			leaks["the seed"] = []byte(seed)
+			if s, _, err := ck.Config.Seeds(k); err != nil || s != 8172635445362718 {
+				t.Errorf("sealed seed unseals to %d, %v", s, err)
+			}
+		}
+		for what, b := range leaks {
+			if bytes.Contains(data, b) {
+				t.Errorf("%s holds %s", filepath.Base(path), what)
+			}
+		}
+		if ck.Config.Private != checkpoint.PrivateNotice || !bytes.Contains(data, []byte(`"private":"PRIVATE`)) {
+			t.Errorf("%s does not say it is private", filepath.Base(path))
+		}
+		if fi, err := os.Stat(filepath.Join(keys, ck.Config.RunID, "secret")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: run key %v, mode %v", filepath.Base(path), err, fi.Mode().Perm())
+		}
+		args := []string{"train", "--resume", path, "--epochs", "2", "--quiet", "--json"}
+		if path == secure {
+			args = append(args, "--secure")
+		}
+		code, _, errOut := runCmd(t, append(args, "--key-dir", t.TempDir())...)
+		if code != 2 || !strings.Contains(errOut, "--key-dir") || !strings.Contains(errOut, ck.Config.RunID) {
+			t.Errorf("%s: resume without its key: exit %d, stderr %q; want exit 2 naming --key-dir and the run", filepath.Base(path), code, errOut)
+		}
+		if code, _, errOut := runCmd(t, append(args, "--key-dir", keys)...); code != 0 {
+			t.Errorf("%s: resume with its key: exit %d: %s", filepath.Base(path), code, errOut)
+		}
+	}
+}
+
+// TestCkptSecureResumeOnceCLI: resuming two copies of one --secure checkpoint would release
+// the same epochs twice with independent noise, which neither ledger records: the second is
+// refused (exit 2) saying why, and the first's checkpoint, of the new generation, resumes.
+func TestCkptSecureResumeOnceCLI(t *testing.T) {
+	dir := t.TempDir()
+	path, dup := filepath.Join(dir, "run.ckpt"), filepath.Join(dir, "copy.ckpt")
+	if code, _, errOut := ckptRun(t, "--secure", "--epochs", "1", "--sigma", "1", "--checkpoint", path); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, _ := os.ReadFile(path)
+	if err := os.WriteFile(dup, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCmd(t, "train", "--secure", "--resume", path, "--epochs", "2", "--quiet", "--json"); code != 0 {
+		t.Fatalf("first resume: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := runCmd(t, "train", "--secure", "--resume", dup, "--epochs", "2", "--quiet", "--json")
+	if code == 0 {
+		t.Fatalf("a second resume of the same --secure checkpoint ran: the same epoch was released twice with fresh noise")
+	}
+	if code != 2 || !strings.Contains(errOut, "already resumed") || !strings.Contains(errOut, "twice") {
+		t.Errorf("second resume: exit %d, stderr %q; want exit 2 saying the epochs would be released twice", code, errOut)
+	}
+	if now, _ := os.ReadFile(dup); !bytes.Equal(now, data) {
+		t.Errorf("the refused resume changed its checkpoint")
+	}
+	if code, _, errOut := runCmd(t, "train", "--secure", "--resume", path, "--epochs", "3", "--quiet", "--json"); code != 0 {
+		t.Errorf("resume of the newest checkpoint: exit %d: %s", code, errOut)
+	}
+}
+
+// TestCkptResumeCopyCLI: resuming a copy never writes over the file it was copied from:
+// --resume alone continues in the resumed file, --checkpoint names another, and the path
+// recorded by the first run is neither stored nor restored.
+func TestCkptResumeCopyCLI(t *testing.T) {
+	dir := t.TempDir()
+	orig, dup, other := filepath.Join(dir, "orig.ckpt"), filepath.Join(dir, "copy.ckpt"), filepath.Join(dir, "other.ckpt")
+	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "1", "--seed", "1", "--checkpoint", orig); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	before, _ := os.ReadFile(orig)
+	if err := os.WriteFile(dup, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "train", "--resume", dup, "--epochs", "2", "--quiet", "--json")
+	if code != 0 {
+		t.Fatalf("resume of the copy: exit %d: %s", code, errOut)
+	}
+	if now, _ := os.ReadFile(orig); !bytes.Equal(now, before) {
+		t.Fatalf("resuming a copy wrote over the original checkpoint")
+	}
+	got := lastJSON(t, out)
+	ck, err := checkpoint.Load(dup)
+	if err != nil || float64(ck.State.Step) != got["steps"] || got["checkpoint"] != dup {
+		t.Fatalf("the copy after its resume: %v, step %v; JSON steps %v, checkpoint %v", err, ck, got["steps"], got["checkpoint"])
+	}
+	if _, ok := ck.Config.Meta["checkpoint"]; ok {
+		t.Errorf("the checkpoint records its path: %v", ck.Config.Meta)
+	}
+	copied, _ := os.ReadFile(dup)
+	if code, _, errOut := runCmd(t, "train", "--resume", dup, "--epochs", "3", "--checkpoint", other, "--quiet", "--json"); code != 0 {
+		t.Fatalf("resume to another path: exit %d: %s", code, errOut)
+	}
+	if now, _ := os.ReadFile(dup); !bytes.Equal(now, copied) {
+		t.Errorf("--checkpoint %s: the resumed file changed", other)
+	}
+	if ck, err := checkpoint.Load(other); err != nil || ck.State.Epoch != 3 {
+		t.Errorf("--checkpoint %s: %v, %v", other, err, ck)
 	}
 }

@@ -2,15 +2,29 @@
 // to continue exactly where it stopped — the parameters' exact bits, the optimizer's state
 // (momentum or Adam moments, its step count), the exponential moving average of the weights,
 // the position in the sampler's schedule (epoch, step), the sampler's description (family, N,
-// batch parameters, seed or secure key), the accountant's ledger, and the run's configuration
-// (every field that affects privacy, and the rest).
+// batch parameters, sealed seed), the accountant's ledger, the run's configuration (every field that
+// affects privacy, and the rest), its noise segments (NoiseSegment) and its resume generation.
 //
-// # File format (version 1)
+// # What a checkpoint holds, and what it does not
+//
+// A checkpoint is private: besides the noisy parameters it holds the run's non-private
+// per-epoch history (training loss and accuracy, clipped fraction, non-finite counts), and its
+// CONF section says so in a "private" field (PrivateNotice). It is for resuming, not for
+// sharing. It holds no secret and no unkeyed digest of the data: the run's 256-bit secret
+// lives in a key store (KeyStore) that is not beside the checkpoint, under a random run id the
+// checkpoint records, and every fingerprint the checkpoint holds — of the training data
+// (Config.DataMAC), of the sampler's batches, of a secure sampler's key — is an HMAC-SHA256
+// under that secret, so it is no membership test for someone who can guess the data. A secure
+// sampler's key is derived from the secret (RunKey.SamplerKey) and is stored nowhere. The
+// seeds, from which anyone could regenerate a seeded run's noise and batches, are sealed
+// under the secret (RunKey.Seal: a one-time pad, each under its own label).
+//
+// # File format (version 2)
 //
 // All integers are little-endian.
 //
 //	magic    8 bytes  "DPSGDCKP"
-//	version  uint32   1
+//	version  uint32   2
 //	count    uint32   number of sections
 //	sections count × { tag [4]byte, length uint64, payload [length]byte }
 //	digest   32 bytes SHA-256 of every byte before it
@@ -22,7 +36,9 @@
 // tensor a uint64 value count and the values' IEEE bits at the width of Config.Dtype (4 bytes
 // for float32, 8 for float64), so the parameters are stored bit for bit.
 //
-// Read rejects a foreign file (wrong magic), another version, a truncated file, a checksum
+// Read rejects a foreign file (wrong magic), another version (version 1, which stored the
+// data's SHA-256 and a secure sampler's key in the clear, with a message saying so), a
+// truncated file, a checksum
 // mismatch, an unknown, repeated or misplaced section, malformed JSON, non-finite tensors, and
 // a checkpoint whose model is ahead of its ledger (State.Step above Ledger.Steps): every error
 // wraps ErrFormat and says what is wrong. Write is atomic: the bytes go to a temporary file in
@@ -52,8 +68,14 @@ import (
 // Magic opens every checkpoint file.
 const Magic = "DPSGDCKP"
 
-// Version is the layout version this package writes and reads.
-const Version = 1
+// Version is the layout version this package writes and reads. Version 1 stored the training
+// set's SHA-256, a secure sampler's key in hex and no run id; it is refused.
+const Version = 2
+
+// PrivateNotice is the CONF section's "private" field: every checkpoint carries it.
+const PrivateNotice = "PRIVATE: this checkpoint holds the run's non-private training history (per-epoch training loss " +
+	"and accuracy, clipped fraction) besides the noisy parameters; it is for resuming this run only, not for sharing " +
+	"or publishing. Release the final model, not the checkpoint."
 
 // MaxFileBytes bounds what Read accepts (8 GiB).
 const MaxFileBytes = 8 << 30
@@ -72,8 +94,9 @@ var (
 	ErrMismatch = errors.New("checkpoint: configuration differs")
 )
 
-// Sampler describes the sampler of a run: enough to rebuild it (family, parameters, seed or
-// secure key) and a fingerprint of its batches to check that a rebuilt one draws the same.
+// Sampler describes the sampler of a run: enough to rebuild it (family, parameters, seed; a
+// secure sampler's key comes from the key store) and a keyed fingerprint of its batches to
+// check that a rebuilt one draws the same.
 type Sampler struct {
 	Family        string  `json:"family"` // sampler.Sampler.Name()
 	N             int     `json:"n"`
@@ -81,11 +104,16 @@ type Sampler struct {
 	ExpectedBatch float64 `json:"expected_batch"`
 	MaxBatch      int     `json:"max_batch"`
 	SampleRate    float64 `json:"sample_rate"`
-	Seed          uint64  `json:"seed"`
-	// Secure: the sampler draws from a CSPRNG keyed by Key (hex of 32 bytes); Seed is unused.
+	// SealedSeed is the sampler's seed sealed under the run's secret (RunKey.Seal with
+	// SamplerSeedLabel); "" for a secure sampler, which has no seed.
+	SealedSeed string `json:"seed_sealed,omitempty"`
+	// Secure: the sampler draws from a CSPRNG keyed by a key that is not stored (Seed is
+	// unused); KeyMAC is the hex HMAC-SHA256 of that key under the run's secret, which tells a
+	// resume whether it rebuilt the same key and nothing else.
 	Secure bool   `json:"secure,omitempty"`
-	Key    string `json:"key,omitempty"`
-	// Fingerprint is the hex SHA-256 of a few of the sampler's batches.
+	KeyMAC string `json:"key_mac,omitempty"`
+	// Fingerprint is the hex HMAC-SHA256, under the run's secret, of a few of the sampler's
+	// batches.
 	Fingerprint string `json:"fingerprint"`
 }
 
@@ -104,26 +132,35 @@ type Optimizer struct {
 
 // Config is a run's configuration as the checkpoint records it.
 type Config struct {
+	// Private is PrivateNotice: the file is for resuming, not for sharing.
+	Private string `json:"private"`
+	// RunID names the run's secret in the key store (32 hex digits, random).
+	RunID string `json:"run_id"`
 	// Fields that affect privacy: a resume refuses any difference.
-	Sampler       Sampler          `json:"sampler"`
-	DatasetSize   int              `json:"dataset_size"`
-	DatasetDigest string           `json:"dataset_digest"` // hex SHA-256 of the training set
-	Arch          nn.Arch          `json:"arch"`
-	Dtype         string           `json:"dtype"` // "float32" or "float64"
-	NonPrivate    bool             `json:"non_private"`
-	Clip          float64          `json:"clip"`
-	Sigma         float64          `json:"sigma"`
-	Noise         string           `json:"noise"`
-	Radius        float64          `json:"radius"`
-	Secure        bool             `json:"secure"`
-	Delta         float64          `json:"delta"`
-	Budget        *privacy.Budget  `json:"budget,omitempty"`
-	Accountant    *accounting.Spec `json:"accountant,omitempty"`
+	Sampler     Sampler `json:"sampler"`
+	DatasetSize int     `json:"dataset_size"`
+	// DataMAC is the hex HMAC-SHA256, under the run's secret, of the training set (sizes,
+	// features' bits, labels): a resume checks it against its data, and without the secret it
+	// says nothing about the data.
+	DataMAC    string           `json:"data_mac"`
+	Arch       nn.Arch          `json:"arch"`
+	Dtype      string           `json:"dtype"` // "float32" or "float64"
+	NonPrivate bool             `json:"non_private"`
+	Clip       float64          `json:"clip"`
+	Sigma      float64          `json:"sigma"`
+	Noise      string           `json:"noise"`
+	Radius     float64          `json:"radius"`
+	Secure     bool             `json:"secure"`
+	Delta      float64          `json:"delta"`
+	Budget     *privacy.Budget  `json:"budget,omitempty"`
+	Accountant *accounting.Spec `json:"accountant,omitempty"`
 	// Fields that do not affect privacy but decide the bits of the result: a resume refuses
 	// a difference too, so that it continues the same run.
-	Optimizer     Optimizer `json:"optimizer"`
-	Seed          uint64    `json:"seed"`
-	PhysicalBatch int       `json:"physical_batch"`
+	Optimizer Optimizer `json:"optimizer"`
+	// SealedSeed is the run's seed (initialization, and a seeded run's noise) sealed under
+	// the run's secret (RunKey.Seal with SeedLabel).
+	SealedSeed    string `json:"seed_sealed"`
+	PhysicalBatch int    `json:"physical_batch"`
 	// Fields a resume may change: the planned epochs (the new total), the replica count and
 	// the evaluation batch. (The sum over replicas is combined in a fixed order, so a resume
 	// with another replica count is still deterministic but not bitwise equal to an
@@ -131,7 +168,8 @@ type Config struct {
 	Epochs    int `json:"epochs"`
 	Replicas  int `json:"replicas"`
 	EvalBatch int `json:"eval_batch"`
-	// Meta is the caller's own record (dpsgd train stores its flags there).
+	// Meta is the caller's own record (dpsgd train stores its flags there, not the paths of
+	// its checkpoint or key store).
 	Meta map[string]string `json:"meta,omitempty"`
 }
 
@@ -162,9 +200,17 @@ type State struct {
 	Examples       int  `json:"examples"`    // examples processed so far
 	Final          bool `json:"final"`       // written when the run ended
 	// StoppedByBudget: the run stopped because the next epoch would exceed the budget.
-	StoppedByBudget bool         `json:"stopped_by_budget,omitempty"`
-	History         []EpochStats `json:"history"`
-	Partial         EpochStats   `json:"partial"` // the epoch in progress (StepInEpoch > 0)
+	StoppedByBudget bool `json:"stopped_by_budget,omitempty"`
+	// Generation is the run's resume generation when written (KeyStore): 0 for a run never
+	// resumed in secure mode, and one more after each secure resume.
+	Generation uint64 `json:"generation"`
+	// Noise lists the run's noise segments, the first from step 0: the seeded noise of the
+	// steps from here on is keyed by SegmentsKey(the run's noise base, Noise) (unused in
+	// secure mode).
+	Noise []NoiseSegment `json:"noise"`
+	// History holds the finished epochs' non-private statistics (see PrivateNotice).
+	History []EpochStats `json:"history"`
+	Partial EpochStats   `json:"partial"` // the epoch in progress (StepInEpoch > 0)
 }
 
 // Checkpoint is one checkpoint's contents. Tensors are kept as float64 (exact for float32
@@ -223,12 +269,24 @@ func (c *Checkpoint) Validate() error {
 		s.MaxBatch < 0 || !(s.SampleRate > 0 && s.SampleRate <= 1) {
 		return fmt.Errorf("sampler %+v: want a family, n ≥ 1, steps per epoch ≥ 1, a finite expected batch > 0, max batch ≥ 0 and a sample rate in (0, 1]", s)
 	}
+	if cf.Private != PrivateNotice {
+		return fmt.Errorf("private notice %q: want the package's PrivateNotice", cf.Private)
+	}
+	if !validRunID(cf.RunID) {
+		return fmt.Errorf("run id %q: want 32 lowercase hex digits", cf.RunID)
+	}
+	if !isMAC(cf.DataMAC) {
+		return fmt.Errorf("data fingerprint %q: want 64 hex digits (an HMAC-SHA256)", cf.DataMAC)
+	}
 	if s.Secure {
-		if k, err := hex.DecodeString(s.Key); err != nil || len(k) != 32 {
-			return fmt.Errorf("sampler key: want 64 hex digits for a secure sampler")
+		if !isMAC(s.KeyMAC) || s.SealedSeed != "" {
+			return fmt.Errorf("sampler key fingerprint: want 64 hex digits, and no seed, for a secure sampler")
 		}
-	} else if s.Key != "" {
-		return fmt.Errorf("sampler key given for a sampler that is not secure")
+	} else if s.KeyMAC != "" || !isSealed(s.SealedSeed) {
+		return fmt.Errorf("sampler key fingerprint given, or sealed seed %q not 16 hex digits, for a sampler that is not secure", s.SealedSeed)
+	}
+	if !isSealed(cf.SealedSeed) {
+		return fmt.Errorf("sealed seed %q: want 16 hex digits", cf.SealedSeed)
 	}
 	if cf.DatasetSize != s.N {
 		return fmt.Errorf("dataset size %d: want the sampler's n = %d", cf.DatasetSize, s.N)
@@ -250,6 +308,9 @@ func (c *Checkpoint) Validate() error {
 	}
 	if st.OptimizerSteps != st.Step || st.TotalSteps < 0 || st.Examples < 0 {
 		return fmt.Errorf("optimizer steps %d, total steps %d, examples %d: want steps = %d and the others ≥ 0", st.OptimizerSteps, st.TotalSteps, st.Examples, st.Step)
+	}
+	if err := validateNoise(st.Noise, st.Step); err != nil {
+		return err
 	}
 	if len(st.History) != st.Epoch {
 		return fmt.Errorf("history holds %d epochs, want %d (the epochs done)", len(st.History), st.Epoch)
@@ -454,7 +515,11 @@ func Decode(data []byte) (*Checkpoint, error) {
 	if len(data) < head {
 		return nil, formatErr("truncated: %d bytes, shorter than the %d-byte header", len(data), head)
 	}
-	if v := binary.LittleEndian.Uint32(data[len(Magic):]); v != Version {
+	if v := binary.LittleEndian.Uint32(data[len(Magic):]); v == 1 {
+		return nil, formatErr("version 1, this build reads version %d only. A version 1 checkpoint stores the training "+
+			"set's SHA-256 (a membership test for anyone who can guess the data) and a secure sampler's key in the clear; "+
+			"finish its run with the dpsgd that wrote it or start afresh, and delete the file or keep it private", Version)
+	} else if v != Version {
 		return nil, formatErr("version %d, this build reads version %d", v, Version)
 	}
 	count := binary.LittleEndian.Uint32(data[len(Magic)+4:])
@@ -582,6 +647,31 @@ type field struct{ name, value string }
 
 func fv(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
+// isSealed reports whether s is 16 hex digits (RunKey.Seal).
+func isSealed(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == 8
+}
+
+// Seeds returns the run's seed and its sampler's (0 for a secure sampler), unsealed with the
+// run's key.
+func (c *Config) Seeds(k *RunKey) (seed, samplerSeed uint64, err error) {
+	if k.ID() != c.RunID {
+		return 0, 0, fmt.Errorf("%w: the key of run %s cannot unseal the seeds of run %s", ErrKeyStore, k.ID(), c.RunID)
+	}
+	if seed, err = k.Unseal(SeedLabel, c.SealedSeed); err != nil || c.Sampler.Secure {
+		return seed, 0, err
+	}
+	samplerSeed, err = k.Unseal(SamplerSeedLabel, c.Sampler.SealedSeed)
+	return seed, samplerSeed, err
+}
+
+// isMAC reports whether s is 64 hex digits.
+func isMAC(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size
+}
+
 func js(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -595,9 +685,8 @@ func js(v any) string {
 func (c *Config) fixedFields() []field {
 	s := c.Sampler
 	key := "none"
-	if s.Key != "" {
-		sum := sha256.Sum256([]byte(s.Key))
-		key = "key#" + hex.EncodeToString(sum[:4]) // never print the key itself
+	if s.KeyMAC != "" {
+		key = "mac:" + s.KeyMAC
 	}
 	budget := "none"
 	if c.Budget != nil {
@@ -609,6 +698,7 @@ func (c *Config) fixedFields() []field {
 	}
 	o := c.Optimizer
 	return []field{
+		{"run id", c.RunID},
 		{"sampler", s.Family},
 		{"dataset size", strconv.Itoa(c.DatasetSize)},
 		{"sampler n", strconv.Itoa(s.N)},
@@ -618,10 +708,10 @@ func (c *Config) fixedFields() []field {
 		{"sampler sample rate", fv(s.SampleRate)},
 		{"secure", strconv.FormatBool(c.Secure)},
 		{"sampler secure", strconv.FormatBool(s.Secure)},
-		{"sampler seed", strconv.FormatUint(s.Seed, 10)},
+		{"sampler seed (sealed)", s.SealedSeed},
 		{"sampler key", key},
 		{"sampler batches (fingerprint)", s.Fingerprint},
-		{"dataset digest", c.DatasetDigest},
+		{"dataset fingerprint", c.DataMAC},
 		{"model architecture", js(c.Arch)},
 		{"dtype", c.Dtype},
 		{"non-private", strconv.FormatBool(c.NonPrivate)},
@@ -641,7 +731,7 @@ func (c *Config) fixedFields() []field {
 		{"weight decay", fv(o.WeightDecay)},
 		{"schedule", o.Schedule},
 		{"ema", fv(o.EMA)},
-		{"seed", strconv.FormatUint(c.Seed, 10)},
+		{"seed (sealed)", c.SealedSeed},
 		{"physical batch", strconv.Itoa(c.PhysicalBatch)},
 	}
 }
