@@ -52,10 +52,10 @@ func IsAdversarial(canary string) bool {
 // CanaryRows lists the values of Config.CanaryRow.
 func CanaryRows() []string { return []string{RowFirst, RowRandom} }
 
-// maxAdversarialN bounds the dataset of an adversarial audit: the scores sum over the
-// ordinary examples' batch counts (O(N) per Poisson step after O(N²) per canary index,
-// O(M·N²) per allocation epoch).
-const maxAdversarialN = 1024
+// MaxAdversarialN bounds N for the adversarial designs: their scores sum over the ordinary
+// examples' batch counts (O(N) per Poisson step after O(N²) per canary index, O(M·N²) per
+// allocation epoch).
+const MaxAdversarialN = 1024
 
 // maxAllocationWork bounds M·(N−1)², the cost of one allocation epoch's adversarial score.
 const maxAllocationWork = 1 << 22

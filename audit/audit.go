@@ -241,8 +241,8 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("audit: canary row %q: want %s or %s", c.CanaryRow, RowFirst, RowRandom)
 	}
-	if c.N > maxAdversarialN {
-		return c, fmt.Errorf("audit: n = %d: the adversarial canary %s wants n ≤ %d (its score sums over the ordinary examples' batch counts)", c.N, c.Canary, maxAdversarialN)
+	if c.N > MaxAdversarialN {
+		return c, fmt.Errorf("audit: n = %d: the adversarial canary %s wants n ≤ %d (its score sums over the ordinary examples' batch counts)", c.N, c.Canary, MaxAdversarialN)
 	}
 	if c.Sampler == sampler.NameAllocation {
 		m := sampler.AllocationSteps(c.N, c.Batch)
