@@ -93,11 +93,17 @@ func TestAuditBadFlags(t *testing.T) {
 		{[]string{"--steps", "3", "--epochs", "2"}, "--steps"},
 		{[]string{"--threat", "all"}, "--threat"},
 		{[]string{"--target-epsilon", "1e-9"}, "--target-epsilon"},
+		{[]string{"--canary", "zero"}, "--canary \"zero\": want one of isolated, opposed, nan, inf, huge-logit"},
+		{[]string{"--canary", "opposed", "--sampler", "poisson"}, "--canary opposed"},
+		{[]string{"--canary", "nan", "--canary-row", "last"}, "--canary-row \"last\": want first or random"},
+		{[]string{"--canary-row", "first", "--sampler", "poisson"}, "--canary-row first: only with an adversarial --canary"},
+		{[]string{"--canary", "inf", "--canary-row", "first"}, "--canary-row first: shuffle"},
+		{[]string{"--canary", "nan", "--sampler", "poisson", "--n", "4096"}, "--n 4096"},
 		{[]string{"extra"}, "extra"},
 	} {
 		code, _, errOut := auditRunCmd(t, c.args...)
-		if code != 2 || !strings.Contains(errOut, c.flag) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", c.args, code, errOut, c.flag)
+		if code != 2 || !strings.Contains(errOut, c.flag) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %s", c.args, code, errOut, c.flag)
 		}
 	}
 }
@@ -109,5 +115,56 @@ func TestAuditCancelled(t *testing.T) {
 	var o, e bytes.Buffer
 	if code := report(cmdAudit(ctx, []string{"--runs", "100000", "--quiet"}, &o, &e), "audit", &e); code != 130 {
 		t.Errorf("exit %d, want 130: %s", code, e.String())
+	}
+}
+
+// TestAuditAdversarialJSON: the adversarial canaries end to end, on the samplers whose
+// batches put the canary in row 0 of a physical batch: with a correct engine no other
+// example is zeroed, the empirical lower bound stays at or below the claim, and the JSON
+// names the design, its row, the dtype and the geometry (n = 64, batch 16 by default).
+func TestAuditAdversarialJSON(t *testing.T) {
+	for _, c := range []struct {
+		canary string
+		extra  []string
+	}{
+		{"nan", nil},
+		{"huge-logit", []string{"--float32"}},
+	} {
+		args := append([]string{"--canary", c.canary, "--sampler", "poisson,allocation", "--runs", "100", "--json"}, c.extra...)
+		code, out, errOut := auditRunCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		m := lastJSON(t, out)
+		res, ok := m["results"].([]any)
+		if !ok || len(res) != 2 {
+			t.Fatalf("results = %v, want 2 samplers", m["results"])
+		}
+		for _, x := range res {
+			r := x.(map[string]any)
+			dtype := "float64"
+			if len(c.extra) > 0 {
+				dtype = "float32"
+			}
+			if r["canary"] != c.canary || r["canary_row"] != "first" || r["dtype"] != dtype || r["n"] != 64.0 || r["batch_size"] != 16.0 {
+				t.Errorf("%s: canary %v row %v dtype %v n %v batch %v", r["sampler"], r["canary"], r["canary_row"], r["dtype"], r["n"], r["batch_size"])
+			}
+			if r["collateral"] != 0.0 || r["violation"] != false {
+				t.Errorf("%s %s: collateral %v, violation %v (empirical low %v, accountant %v)", r["sampler"], c.canary, r["collateral"], r["violation"], r["epsilon_empirical_low"], r["epsilon_accountant"])
+			}
+		}
+	}
+}
+
+// TestAuditHelpListsCanaries: --help names every canary design and both rows.
+func TestAuditHelpListsCanaries(t *testing.T) {
+	code, out, _ := auditRunCmd(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"-canary string", "isolated, opposed", "nan, inf, huge-logit", "-canary-row string", "first", "random", "-float32"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q:\n%s", want, out)
+		}
 	}
 }
