@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"os"
+	"path/filepath"
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
@@ -419,6 +421,7 @@ type ckptRun struct {
 	key      *checkpoint.RunKey
 	gen      uint64
 	secure   bool
+	path     string // CheckpointOptions.Path
 }
 
 // newCkptRun derives the run's noise segments and key (cfg validated): one segment from step 0
@@ -445,7 +448,7 @@ func newCkptRun(cfg *Config, smp sampler.Sampler) (*ckptRun, error) {
 // fresh run, the checkpoint's for a resume) and returns the run's checkpoint configuration.
 func (k *ckptRun) open(cfg *Config, train *datasets.Dataset, smp sampler.Sampler, pv *Privacy) (checkpoint.Config, error) {
 	o := &cfg.Checkpoint
-	k.key = o.Run
+	k.key, k.path = o.Run, o.Path
 	switch {
 	case k.key != nil && o.Resume != nil && k.key.ID() != o.Resume.Config.RunID:
 		return checkpoint.Config{}, fmt.Errorf("resume: %w", &checkpoint.MismatchError{Field: "run id", Checkpoint: o.Resume.Config.RunID, New: k.key.ID()})
@@ -480,10 +483,24 @@ func holdsErr(path string, store *checkpoint.KeyStore) error {
 }
 
 // resume claims the run's next generation for a secure resume (every other check passed): of
-// two resumes of one secure checkpoint, or of copies of it, only the first may run.
+// two resumes of one secure checkpoint, or of copies of it, only the first may run. The
+// checkpoint's directory is probed first: a claim whose checkpoint then cannot be written
+// would leave the run without a resumable checkpoint.
 func (k *ckptRun) resume(c *checkpoint.Checkpoint) error {
 	if !k.secure {
 		return nil
+	}
+	if k.path != "" {
+		dir, base := filepath.Split(k.path)
+		if dir == "" {
+			dir = "."
+		}
+		f, err := os.CreateTemp(dir, "."+base+".probe-*")
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w (checked before claiming the run's next generation)", checkpoint.ErrWrite, k.path, err)
+		}
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 	}
 	g, err := k.key.Claim(c.State.Generation, c.State.Step)
 	if err != nil {

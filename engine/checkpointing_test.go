@@ -671,6 +671,12 @@ func TestSecureResumeOnce(t *testing.T) {
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
+	// A resume whose checkpoint could not be written claims nothing.
+	cfg, smp, pv = secureCase(t, train, 2, key)
+	cfg.Checkpoint = CheckpointOptions{Path: filepath.Join(dir, "missing", "x.ckpt"), Resume: ckA}
+	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); !errors.Is(err, checkpoint.ErrWrite) {
+		t.Fatalf("resume to an unwritable path: err = %v", err)
+	}
 	cfg, smp, pv = secureCase(t, train, 2, key)
 	cfg.Checkpoint = CheckpointOptions{Path: orig, Resume: ckA}
 	if _, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err != nil {
