@@ -292,11 +292,15 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		auditTable(stdout, results)
 	}
+	var msgs []string
 	if len(bad) > 0 {
-		return fmt.Errorf("PRIVACY VIOLATION: the audit measured more leakage than the accountant allows for %s; this is a bug in the engine, the sampler or the accountant", strings.Join(bad, "; "))
+		msgs = append(msgs, fmt.Sprintf("PRIVACY VIOLATION: the audit measured more leakage than the accountant allows for %s; this is a bug in the engine, the sampler or the accountant", strings.Join(bad, "; ")))
 	}
 	if len(fault) > 0 {
-		return fmt.Errorf("ENGINE FAULT: the engine zeroed examples other than the canary as non-finite for %s: one record reached the other rows of its physical batch, so it moves the clipped sum by more than the clip norm", strings.Join(fault, "; "))
+		msgs = append(msgs, fmt.Sprintf("ENGINE FAULT: the engine zeroed examples other than the canary as non-finite for %s: one record reached the other rows of its physical batch, so it moves the clipped sum by more than the clip norm", strings.Join(fault, "; ")))
+	}
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, ". "))
 	}
 	return nil
 }
