@@ -38,11 +38,11 @@ import (
 // fresh noise from the operating system, so it continues correctly but not bitwise.
 //
 // The noise key. A seeded run's noise key is derived from its seed, its sampler's batches and
-// a fingerprint of every field that decides the parameters' path (trajectoryFingerprint: architecture, dtype, physical
-// batch, replicas, clip, σ, noise, radius, optimizer and all its constants, schedule, the total
-// of steps when the schedule depends on it, the sampler), so two runs from one seed whose paths
-// differ never add the same noise to different gradients (the difference of their releases
-// would cancel it). A resume whose fingerprint differs from the checkpoint's forks: its key is
+// a fingerprint of every field that decides the parameters' path (trajectoryFingerprint:
+// architecture, dtype, physical batch, replicas, clip, σ, noise, radius, optimizer and all its
+// constants, schedule, the total of steps when the schedule depends on it, the sampler's
+// parameters), so two runs from one seed whose paths differ never add the same noise to
+// different gradients (the difference of their releases would cancel it). A resume whose fingerprint differs from the checkpoint's forks: its key is
 // derived from (the checkpoint's key, the step, the new fingerprint), and the checkpoint
 // records the fork (checkpoint.NoiseSegment). A resume with an unchanged configuration keeps
 // the key: bitwise. The device is not in the fingerprint: a run moved between the CPU and the
@@ -50,8 +50,9 @@ import (
 //
 // The key store. A checkpoint holds no secret and no unkeyed digest of the data: the run's
 // 256-bit secret lives in a key store (checkpoint.KeyStore at KeyDir) under a random run id that
-// the checkpoint records, and the checkpoint's fingerprints of the data and the sampler are
-// HMACs under it. Resume needs the run's key: without it (another machine, another KeyDir)
+// the checkpoint records; the checkpoint's fingerprints of the data and the sampler (and of a
+// secure sampler's key) are HMACs under it, and the seeds are sealed under it
+// (checkpoint.RunKey.Seal). Resume needs the run's key: without it (another machine, another KeyDir)
 // Train refuses, with an error wrapping checkpoint.ErrNoKey naming the store looked in. The
 // key store must not hold the checkpoint.
 //
