@@ -5,21 +5,34 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 )
 
 // The package's tests write checkpoints, whose run keys go to the key store: unless the
-// environment names one, it is a temporary directory, never the user's state directory. The
-// kill test's children inherit it. (The tests that look at the store use their own.)
+// environment names one, it is a directory of the system's temporary directory shared by the
+// test binaries of this user (each run has its own random id), never the user's state
+// directory; each test binary removes the runs left there more than an hour ago. (The tests
+// that look at the store use their own.)
 func init() {
-	if os.Getenv(checkpoint.KeyDirEnv) == "" {
-		if dir, err := os.MkdirTemp("", "dpsgd-cmd-test-keys-"); err == nil {
-			os.Setenv(checkpoint.KeyDirEnv, dir)
+	if os.Getenv(checkpoint.KeyDirEnv) != "" {
+		return
+	}
+	dir := filepath.Join(os.TempDir(), "dpsgd-test-keys-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
+	os.Setenv(checkpoint.KeyDirEnv, dir)
 }
 
 // ckptArgs is a small, fast training run (RDP accounting: no PLD calibration).
