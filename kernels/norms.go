@@ -25,32 +25,78 @@ func checkDims(rows, cols int) {
 //
 //	dst[i] = Σⱼ a[i·cols+j]²,  i < rows,
 //
-// accumulating in float64 (gonum's Ddot, or Dsdot for float32 data, which
-// widens each element before multiplying). These are the ‖aᵢ‖² and ‖eᵢ‖²
-// of the ghost-norm identity ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (DESIGN.md step 3).
-// A row holding NaN or ±Inf gives a non-finite entry, which ClipCoefs zeroes.
+// accumulating in float64 (SqNorm). These are the ‖aᵢ‖² and ‖eᵢ‖² of the ghost-norm identity
+// ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (DESIGN.md step 3). A row holding NaN or ±Inf gives a non-finite
+// entry, which ClipCoefs zeroes. Each row's value depends on that row's elements only, never on
+// where the row sits in memory, so an example's norm does not change with its position in the
+// batch.
 func RowSqNorms[T Float](dst []float64, a []T, rows, cols int) {
 	checkDims(rows, cols)
 	checkLen("dst", len(dst), rows)
 	checkLen("a", len(a), rows*cols)
-	var impl gonum.Implementation
-	if cols == 0 {
-		clear(dst[:rows])
-		return
+	for i := range rows {
+		dst[i] = SqNorm(a[i*cols : (i+1)*cols])
+	}
+}
+
+// SqNorm returns Σⱼ x[j]² accumulated in float64.
+//
+// float32 data are widened exactly and summed in a fixed order (four interleaved partial
+// sums); their squares lie in [2⁻²⁹⁸, 2¹²⁸] and never underflow or overflow in float64.
+// (gonum's Dsdot is not used: its SIMD loop first peels elements until the address is
+// 16-byte aligned, so its rounding depended on the row's offset in the batch.)
+//
+// float64 data use gonum's Ddot, whose order depends on the length only. Squares below 2⁻¹⁰²²
+// lose precision or vanish there, so a sum below 2⁻⁹⁶⁹ (where such losses could matter) is
+// recomputed on the row scaled by 2⁶⁰⁰ — exact, a power of two — and scaled back, rounded
+// up where the result is subnormal: a tiny norm is never underestimated by underflow, and an
+// overflowing one is +Inf.
+func SqNorm[T Float](x []T) float64 {
+	if len(x) == 0 {
+		return 0
 	}
 	if is32[T]() {
-		x := asF32(a)
-		for i := range rows {
-			r := x[i*cols : (i+1)*cols]
-			dst[i] = impl.Dsdot(cols, r, 1, r, 1)
-		}
-		return
+		return sqNorm32(asF32(x))
 	}
-	x := asF64(a)
-	for i := range rows {
-		r := x[i*cols : (i+1)*cols]
-		dst[i] = impl.Ddot(cols, r, 1, r, 1)
+	var impl gonum.Implementation
+	v := asF64(x)
+	s := impl.Ddot(len(v), v, 1, v, 1)
+	if s < 0x1p-969 {
+		return tinySqNorm(v)
 	}
+	return s
+}
+
+func sqNorm32(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	n := len(x) &^ 3
+	for j := 0; j < n; j += 4 {
+		a, b, c, d := float64(x[j]), float64(x[j+1]), float64(x[j+2]), float64(x[j+3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for _, v := range x[n:] {
+		s0 += float64(v) * float64(v)
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// tinySqNorm is Σ x² for a float64 row whose plain sum was below 2⁻⁹⁶⁹, so every |x| < 2⁻⁴⁸⁴:
+// scaled by 2⁶⁰⁰ the squares are normal and below 2²³², and the scaled-back sum is rounded up
+// when it is subnormal.
+func tinySqNorm(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		w := v * 0x1p600
+		s += w * w
+	}
+	r := math.Ldexp(s, -1200)
+	if s != 0 && r < 0x1p-1022 {
+		r = math.Nextafter(r, math.Inf(1))
+	}
+	return r
 }
 
 // GhostAccum adds one dense layer's contribution to the per-example squared
@@ -90,11 +136,18 @@ func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 // for i < len(coef), with C = clip. A nil mask means all ones; otherwise mask
 // entries are 0 or 1 (padding rows of a fixed-shape batch have mask 0).
 //
+// An unclipped row (√norm2[i] ≤ C) gets exactly mask[i]. A clipped row's
+// coefficient is the float64 quotient, within 1.5 units of the last place of
+// C/√norm2[i]; one that would be subnormal is rounded toward zero instead
+// (a subnormal quotient has no relative accuracy).
+//
 // Edge cases: norm2[i] = 0 gives mask[i] (nothing to clip); clip = +Inf means
 // no clipping, coef = mask for every finite norm. A norm2[i] that is NaN,
 // ±Inf or negative (impossible for a sum of squares, so a sign of overflow or
 // a NaN upstream) gives coef[i] = 0, so the example contributes nothing, and is
-// counted in nonFinite whatever its mask.
+// counted in nonFinite when it is a real example (mask[i] ≠ 0): a padding row
+// is not an example, and counting it would blind the engine's check that
+// every example of a step was non-finite.
 //
 // clip must be > 0 (possibly +Inf); a NaN or non-positive clip is a programmer
 // error and panics (the engine validates the user's clip norm beforehand).
@@ -117,13 +170,19 @@ func ClipCoefs(coef, norm2, mask []float64, clip float64) (nonFinite int) {
 		// v ≥ 0 is false for NaN and negatives; v ≤ MaxFloat64 excludes +Inf.
 		if !(v >= 0 && v <= math.MaxFloat64) {
 			coef[i] = 0
-			nonFinite++
+			if m != 0 {
+				nonFinite++
+			}
 			continue
 		}
 		// clip/√v ≥ 1 exactly when √v ≤ clip (IEEE division is monotone),
 		// and clip/0 = +Inf, so min gives 1 for unclipped rows without a
 		// data-dependent branch.
-		coef[i] = m * min(1, clip/math.Sqrt(v))
+		c := m * min(1, clip/math.Sqrt(v))
+		if c < 0x1p-1022 && c > 0 {
+			c = math.Nextafter(c, 0)
+		}
+		coef[i] = c
 	}
 	return nonFinite
 }
@@ -153,6 +212,87 @@ func ScaleRows[T Float](a []T, rows, cols int, c []float64) {
 	}
 }
 
+// ClipScaleRow sets dst[j] to src[j] scaled by a clip coefficient 0 < c < 1,
+// never larger in magnitude than c·|src[j]| beyond the unit roundoff of T:
+//
+//   - float32: where float32(c) is normal and the product float32(c)·src[j] is
+//     normal or zero, that product, rounded to nearest — bit for bit the
+//     device kernel's value — so |dst[j]| ≤ (1 + 2⁻²⁴)²·c·|src[j]|, below
+//     (1 + 1.2·10⁻⁷)·c·|src[j]|. Elsewhere (c below 2⁻¹²⁶, where float32(c)
+//     is subnormal, or a product below 2⁻¹²⁶, where a subnormal result has
+//     no relative accuracy and one example's clipped gradient could exceed C
+//     by a third) the exact product c·src[j], computed in float64 with the
+//     residual from an FMA, is rounded toward zero: |dst[j]| ≤ c·|src[j]|.
+//   - float64: c·src[j] rounded to nearest (|dst[j]| ≤ (1 + 2⁻⁵³)·c·|src[j]|),
+//     moved one step toward zero where it is subnormal (|dst[j]| < c·|src[j]|).
+//
+// So a clipped dense-layer gradient [aᵢ,1]⊗ẽᵢ has norm at most C times that
+// factor, however small c or the errors are. dst and src have the same
+// length; they may be the same slice.
+func ClipScaleRow[T Float](dst, src []T, c float64) {
+	checkLen("dst", len(dst), len(src))
+	if is32[T]() {
+		clipScaleRow32(asF32(dst), asF32(src), c)
+		return
+	}
+	clipScaleRow64(asF64(dst), asF64(src), c)
+}
+
+const (
+	minNormal32 = 0x1p-126
+	minNormal64 = 0x1p-1022
+)
+
+func clipScaleRow32(dst, src []float32, c float64) {
+	if c < minNormal32 {
+		for j, v := range src {
+			dst[j] = mulTowardZero32(c, v)
+		}
+		return
+	}
+	f := float32(c)
+	for j, v := range src {
+		p := f * v
+		if p < minNormal32 && p > -minNormal32 && p != 0 {
+			p = mulTowardZero32(c, v)
+		}
+		dst[j] = p
+	}
+}
+
+// mulTowardZero32 is the exact product c·v rounded toward zero to float32.
+func mulTowardZero32(c float64, v float32) float32 {
+	x := float64(v)
+	q := c * x // c·v rounded to nearest in float64
+	f := float32(q)
+	if f == 0 {
+		return f
+	}
+	if af, aq := math.Abs(float64(f)), math.Abs(q); af > aq || af == aq && qAboveExact(c, x, q) {
+		f = math.Nextafter32(f, 0)
+	}
+	return f
+}
+
+// qAboveExact reports whether |q| > |c·x| for q = c·x rounded to nearest, q ≠ 0 and
+// |q| ≥ 2⁻¹⁴⁹: the FMA residual c·x − q is then exact, and of the opposite sign to q.
+func qAboveExact(c, x, q float64) bool {
+	r := math.FMA(c, x, -q)
+	return r != 0 && (r < 0) != (q < 0)
+}
+
+func clipScaleRow64(dst, src []float64, c float64) {
+	for j, v := range src {
+		p := c * v
+		if p < minNormal64 && p > -minNormal64 && p != 0 {
+			// In the subnormal range the rounding error is at most half the spacing
+			// 2⁻¹⁰⁷⁴, so one step toward zero lands below |c·v|.
+			p = math.Nextafter(p, 0)
+		}
+		dst[j] = p
+	}
+}
+
 // ClippedSum computes the clipped gradient sum of one dense layer without
 // materializing per-example gradients (DESIGN.md step 5):
 //
@@ -160,7 +300,8 @@ func ScaleRows[T Float](a []T, rows, cols int, c []float64) {
 //
 // i.e. dstW = Σᵢ cᵢ·aᵢ⊗eᵢ and dstB = Σᵢ cᵢ·eᵢ, for activations A (b×d) and
 // errors E (b×h). scratch (length ≥ b·h) receives diag(c)·E (rows with
-// cᵢ = 0 set to exactly 0) and the weights take one GEMM, Aᵀ·scratch; dstB is
+// cᵢ = 0 set to exactly 0, rows with cᵢ = 1 copied; others scaled as
+// ClipScaleRow does) and the weights take one GEMM, Aᵀ·scratch; dstB is
 // skipped when nil. dstW and dstB are overwritten.
 //
 // Rows with cᵢ == 0 contribute exactly 0 even when their row of E or of A
@@ -188,10 +329,7 @@ func ClippedSum[T Float](dstW, dstB []T, a, e []T, b, d, h int, c []float64, scr
 		case 1:
 			copy(row, src)
 		default:
-			f := T(ci)
-			for j, v := range src {
-				row[j] = f * v
-			}
+			ClipScaleRow(row, src, ci)
 		}
 	}
 	if dstB != nil {

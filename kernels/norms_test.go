@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -44,6 +45,74 @@ func checkRowSqNorms[T Float](t *testing.T) {
 func TestRowSqNorms(t *testing.T) {
 	t.Run("float64", checkRowSqNorms[float64])
 	t.Run("float32", checkRowSqNorms[float32])
+}
+
+// TestSqNormPositionIndependent: the same row gives the same bits at every offset in memory
+// (an example's norm must not depend on where it sits in the batch).
+func TestSqNormPositionIndependent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(83, 84))
+	for _, n := range []int{1, 3, 7, 17, 64, 101} {
+		row := randSlice[float32](rng, n)
+		for j := range row {
+			row[j] *= float32(math.Exp(8 * rng.NormFloat64())) // wide range: rounding shows
+		}
+		want := SqNorm(row)
+		for off := range 9 {
+			buf := make([]float32, off+n)
+			copy(buf[off:], row)
+			if got := SqNorm(buf[off:]); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("n=%d offset %d: %v, at offset 0 %v", n, off, got, want)
+			}
+			a := make([]float32, off+3*n)
+			copy(a[off+2*n:], row)
+			dst := make([]float64, 3)
+			RowSqNorms(dst, a[off:], 3, n) // row 2 is `row`, at offset off+2n
+			if math.Float64bits(dst[2]) != math.Float64bits(want) {
+				t.Fatalf("RowSqNorms n=%d offset %d: %v, want %v", n, off, dst[2], want)
+			}
+		}
+	}
+}
+
+// TestSqNormTinyFloat64: squares that underflow in float64 do not make a norm vanish or shrink:
+// the result is at least the exact sum, and close to it.
+func TestSqNormTinyFloat64(t *testing.T) {
+	cases := [][]float64{
+		{5e-324},
+		{5e-324, -5e-324, 1e-320},
+		{1e-170, 3e-200, -2e-160},
+		{1e-160, 1e-160, 1e-160, 1e-160},
+		{0x1p-485, 0x1p-600},
+		{0, 0, 0},
+	}
+	for _, x := range cases {
+		exact := new(big.Float).SetPrec(2000)
+		for _, v := range x {
+			b := new(big.Float).SetPrec(2000).SetFloat64(v)
+			exact.Add(exact, b.Mul(b, b))
+		}
+		got := SqNorm(x)
+		g := new(big.Float).SetPrec(2000).SetFloat64(got)
+		lo := exact // a subnormal result is rounded up; a normal one to nearest
+		if got >= 0x1p-1022 {
+			lo = new(big.Float).SetPrec(2000).Mul(exact, big.NewFloat(1-1e-15))
+		}
+		if g.Cmp(lo) < 0 {
+			t.Errorf("%v: %v below the exact %v", x, got, exact.Text('g', 10))
+		}
+		// Within one subnormal step (rounded up) or 1e-15 relative of the exact value.
+		hi := new(big.Float).SetPrec(2000).Mul(exact, big.NewFloat(1+1e-15))
+		hi.Add(hi, new(big.Float).SetFloat64(0x1p-1073))
+		if g.Cmp(hi) > 0 {
+			t.Errorf("%v: %v far above the exact %v", x, got, exact.Text('g', 10))
+		}
+	}
+	if SqNorm([]float64{0, 0}) != 0 || SqNorm([]float64{}) != 0 {
+		t.Error("zero row: nonzero norm")
+	}
+	if !math.IsInf(SqNorm([]float64{1e300, 1}), 1) {
+		t.Error("overflow: want +Inf")
+	}
 }
 
 // GhostAccum over two dense layers against the squared norm of the
@@ -101,7 +170,7 @@ func TestClipCoefs(t *testing.T) {
 		{"mask zero", []float64{4, 0.25, 9}, []float64{0, 0, 1}, 1.5, []float64{0, 0, 0.5}, 0},
 		{"zero norm", []float64{0, 0}, []float64{1, 0}, 1, []float64{1, 0}, 0},
 		{"non-finite", []float64{nan, inf, -inf, -1, 4}, []float64{1, 1, 1, 1, 1}, 1, []float64{0, 0, 0, 0, 0.5}, 4},
-		{"non-finite masked still counted", []float64{nan, 1}, []float64{0, 1}, 2, []float64{0, 1}, 1},
+		{"non-finite padding not counted", []float64{nan, 1, inf}, []float64{0, 1, 0}, 2, []float64{0, 1, 0}, 0},
 		{"no clipping", []float64{1e300, 0, 1e-300, 7}, []float64{1, 1, 0, 1}, inf, []float64{1, 1, 0, 1}, 0},
 		{"no clipping, non-finite", []float64{inf, nan, 1}, []float64{1, 1, 1}, inf, []float64{0, 0, 1}, 2},
 		{"nil mask", []float64{4, 1, nan}, nil, 1, []float64{0.5, 1, 0}, 1},
@@ -126,6 +195,20 @@ func TestClipCoefs(t *testing.T) {
 	mustPanic(t, "clip −1", func() { ClipCoefs(make([]float64, 1), []float64{1}, nil, -1) })
 	mustPanic(t, "clip NaN", func() { ClipCoefs(make([]float64, 1), []float64{1}, nil, nan) })
 	mustPanic(t, "short mask", func() { ClipCoefs(make([]float64, 2), []float64{1, 1}, []float64{1}, 1) })
+}
+
+// TestClipCoefsSubnormal: a coefficient in the subnormal range is rounded toward zero, never
+// up, and stays positive where the quotient is representable.
+func TestClipCoefsSubnormal(t *testing.T) {
+	for _, c := range []struct{ clip, norm2 float64 }{{1e-160, 1e300}, {3e-170, 7e297}, {1e-154, 1e300}, {1e-200, 1e240}} {
+		coef := make([]float64, 1)
+		ClipCoefs(coef, []float64{c.norm2}, nil, c.clip)
+		// The quotient by the float64 root (√ rounds too, by half an ulp).
+		exact := new(big.Float).SetPrec(300).Quo(big.NewFloat(c.clip), big.NewFloat(math.Sqrt(c.norm2)))
+		if coef[0] <= 0 || new(big.Float).SetFloat64(coef[0]).Cmp(exact) > 0 {
+			t.Errorf("clip %g, norm² %g: coef %g, C/√norm² = %s", c.clip, c.norm2, coef[0], exact.Text('g', 10))
+		}
+	}
 }
 
 // Property: a clipped example has norm exactly C up to rounding, and an
@@ -177,6 +260,90 @@ func checkScaleRows[T Float](t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestClipScaleRow: every scaled entry is at most c·|e| in magnitude (times 1 + 1.2e-7 where
+// float32 rounds to nearest, bit for bit float32(c)·e as the device kernel computes it), and
+// exactly at most c·|e|, rounded toward zero, where float32(c) or the product is subnormal —
+// the range where a rounded-to-nearest product could exceed c·|e| by a large factor.
+func TestClipScaleRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(121, 122))
+	exactMul := func(c, v float64) *big.Float {
+		return new(big.Float).SetPrec(200).Mul(new(big.Float).SetFloat64(c), new(big.Float).SetFloat64(v))
+	}
+	abs := func(x *big.Float) *big.Float { return new(big.Float).Abs(x) }
+	coefs := []float64{0.5, 0.999, 1e-3, 3e-30, 0x1p-126, 0x1p-126 * 0.75, 1e-40, 1e-43, 1.5e-45, 7e-46, 1e-300}
+	for range 200 {
+		coefs = append(coefs, math.Exp(-110*rng.Float64()))
+	}
+	t.Run("float32", func(t *testing.T) {
+		src := []float32{1, -1, 3.4e38, -3.4e38, 1e-38, -1e-45, 1.17e-38, 0, float32(math.Copysign(0, -1)), 7}
+		for range 300 {
+			src = append(src, float32(rng.NormFloat64()*math.Exp(80*(rng.Float64()-0.5))))
+		}
+		dst := make([]float32, len(src))
+		slow := 0
+		for _, c := range coefs {
+			ClipScaleRow(dst, src, c)
+			f := float32(c)
+			for j, v := range src {
+				got := dst[j]
+				ex := exactMul(c, float64(v))
+				g := new(big.Float).SetFloat64(float64(got))
+				if p := f * v; c >= 0x1p-126 && (p == 0 || math.Abs(float64(p)) >= 0x1p-126) {
+					if math.Float32bits(got) != math.Float32bits(p) {
+						t.Fatalf("c=%g e=%g: %g, want float32(c)·e = %g", c, v, got, p)
+					}
+					lim := new(big.Float).Mul(abs(ex), big.NewFloat(1+1.2e-7))
+					if abs(g).Cmp(lim) > 0 {
+						t.Fatalf("c=%g e=%g: |%g| above (1+1.2e-7)·c·|e|", c, v, got)
+					}
+					continue
+				}
+				slow++
+				if abs(g).Cmp(abs(ex)) > 0 || (got != 0 && g.Sign() != ex.Sign()) {
+					t.Fatalf("c=%g e=%g: %g, exact %s: not toward zero", c, v, got, ex.Text('g', 12))
+				}
+				// Toward zero, not further: the next float32 away from zero exceeds |c·e|.
+				up := math.Nextafter32(got, float32(math.Copysign(math.Inf(1), float64(v))))
+				if v != 0 && abs(new(big.Float).SetFloat64(float64(up))).Cmp(abs(ex)) <= 0 {
+					t.Fatalf("c=%g e=%g: %g is more than one step below the exact %s", c, v, got, ex.Text('g', 12))
+				}
+			}
+		}
+		if slow == 0 {
+			t.Fatal("no entry took the toward-zero path")
+		}
+	})
+	t.Run("float64", func(t *testing.T) {
+		src := []float64{1, -1, 1.7e308, 1e-300, -5e-324, 2.2250738585072014e-308, 0, 3}
+		for range 300 {
+			src = append(src, rng.NormFloat64()*math.Exp(700*(rng.Float64()-0.5)))
+		}
+		dst := make([]float64, len(src))
+		for _, c := range coefs {
+			ClipScaleRow(dst, src, c)
+			for j, v := range src {
+				got := dst[j]
+				ex := exactMul(c, v)
+				g := new(big.Float).SetFloat64(got)
+				lim := abs(ex)
+				if math.Abs(got) >= 0x1p-1022 {
+					ulp := new(big.Float).SetPrec(200).SetMantExp(lim, -53) // u·c·|e|
+					lim = new(big.Float).SetPrec(200).Add(lim, ulp)
+				}
+				if abs(g).Cmp(lim) > 0 {
+					t.Fatalf("c=%g e=%g: %g above the bound (exact %s)", c, v, got, ex.Text('g', 17))
+				}
+			}
+		}
+	})
+	// In place.
+	x := []float32{1e-40, 2}
+	ClipScaleRow(x, x, 0.5)
+	if x[0] != float32(0.5e-40) && x[0] > float32(0.5e-40) || x[1] != 1 {
+		t.Fatalf("in place: %v", x)
 	}
 }
 
