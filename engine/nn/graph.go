@@ -196,19 +196,7 @@ func (n *Net) build(shapes []LayerShape) error {
 		return nil
 	}
 	// Summed cross-entropy: L = −Σᵢ Σₖ yᵢₖ·log softmax(zᵢ)ₖ. Padding rows have y = 0.
-	logp, err := G.LogSoftMax(logits)
-	if err != nil {
-		return err
-	}
-	prod, err := G.HadamardProd(n.y, logp)
-	if err != nil {
-		return err
-	}
-	s, err := G.Sum(prod)
-	if err != nil {
-		return err
-	}
-	loss, err := G.Neg(s)
+	loss, err := n.lossNode(logits)
 	if err != nil {
 		return err
 	}
@@ -257,6 +245,30 @@ func (n *Net) build(shapes []LayerShape) error {
 	}
 	n.vm = G.NewTapeMachine(n.g)
 	return nil
+}
+
+// lossNode adds the summed cross-entropy of the logits against n.y. Training nets use xentOp,
+// which reduces each row with its own maximum and keeps rows apart (see xentop.go); the batch-1
+// oracle keeps Gorgonia's LogSoftMax, correct on a single row, so that it stays independent of
+// the training nets' loss.
+func (n *Net) lossNode(logits *G.Node) (*G.Node, error) {
+	if !n.oracle {
+		s := logits.Shape()
+		return G.ApplyOp(&xentOp{b: s[0], k: s[1]}, logits, n.y)
+	}
+	logp, err := G.LogSoftMax(logits)
+	if err != nil {
+		return nil, err
+	}
+	prod, err := G.HadamardProd(n.y, logp)
+	if err != nil {
+		return nil, err
+	}
+	s, err := G.Sum(prod)
+	if err != nil {
+		return nil, err
+	}
+	return G.Neg(s)
 }
 
 // Run executes the graph on one physical batch: x is B×D (or B×C×H×W for convolutional

@@ -1,0 +1,282 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// xentOp is the training loss of every per-example graph: the summed softmax cross-entropy of
+// the logits Z (B×K) against the labels Y (B×K, one-hot, all zero on a padding row),
+//
+//	L = Σᵢ ℓᵢ,  ℓᵢ = Σₖ yᵢₖ·(lseᵢ − zᵢₖ),  lseᵢ = mᵢ + log Σₖ exp(zᵢₖ − mᵢ),  mᵢ = maxₖ zᵢₖ,
+//
+// which equals −Σᵢ Σₖ yᵢₖ·logsoftmax(zᵢ)ₖ, the loss the graphs computed before, for finite
+// inputs. Its gradient (xentDiffOp) is
+//
+//	∂L/∂zᵢ = g·(softmax(zᵢ)·Σₖ yᵢₖ − yᵢ),
+//
+// g the upstream gradient of L (1 in training).
+//
+// Why our own op: gorgonia's LogSoftMax (tensor v0.9.24) starts the running maximum of every
+// row from the first element of the whole matrix, not of the row. A record in row 0 whose logit
+// is NaN, or larger than another row's logits by about 745 (float64) or 104 (float32), makes
+// every other row's log-softmax, hence its error ∂L/∂zᵢ, NaN or infinite; those rows then get
+// clip coefficient 0, so one record removes the other rows' clipped gradients and moves the
+// clipped sum by up to (B−1)·C instead of C. Even benign records in row 0 shifted the other
+// rows by a common offset and changed their float32 rounding. Here each row is reduced with its
+// own maximum, everything is done row by row, and:
+//
+//   - a row with Σₖ yᵢₖ = 0 (padding) gets exactly zero loss and zero error whatever its logits,
+//     NaN and ±Inf included; its logits are not read;
+//   - a term with yᵢₖ = 0 is skipped (0·log 0 = 0), so −Inf logits of other classes give a
+//     finite loss;
+//   - a NaN or +Inf logit, or all logits −Inf, makes that row's loss and error NaN (the clip
+//     coefficient of that example is then 0) and touches no other row;
+//   - float32 inputs are reduced in float64 and the error rounded once to float32.
+//
+// Audit of the other ops on the per-example path (forward to the logits, backward to each
+// layer's pre-activation), for any way one row can reach another:
+//
+//   - Mul (A·W, gonum Sgemm/Dgemm): output row i reads input row i only; the backward product
+//     ∂L/∂A = ∂L/∂Z·Wᵀ likewise. Each entry is accumulated over k in an order fixed by the
+//     matrix shapes (set by the physical batch size) and by the weights' addresses — gonum's
+//     float32 dot products peel elements until their second operand, here a row of W, is
+//     16-byte aligned; the axpy kernels round each element alike whatever its alignment — so
+//     a row's values depend neither on its position nor on the other rows. The weight
+//     gradients Aᵀ·∂L/∂Z, the one product that sums over rows, are never asked of the graph
+//     (the DP step forms them, clipped, from the taps).
+//   - biasOp: adds the bias row to each row; its gradient passes ∂L/∂Z through unchanged.
+//   - rowsOp (max pooling and patches) and its rowsDiffOp: each example's block of rows is read
+//     and written by one closure over that example's slice only (parallelExamples); the pooling
+//     maximum starts from the window's first element, not the matrix's.
+//   - im2col (first convolution, in Go): per example, over that example's image.
+//   - Tanh, Rectify (an elementwise x ≥ 0 mask times x) and HadamardProd: elementwise, forward
+//     and backward; the mask comparison is not differentiated.
+//   - Reshape ((B·h·w)×C to B×(h·w·C)): a view of the same bytes, example-major, so example i
+//     keeps its own rows; its gradient reshapes back.
+//   - Sum and Neg: the loss value sums all rows (a NaN row makes the reported loss NaN, which
+//     the engine counts and leaves out of the mean), but no gradient flows from the sum to a
+//     row other than through the constant upstream gradient g. With xentOp these two, and
+//     LogSoftMax and HadamardProd on the loss, are no longer in the training graphs; the
+//     batch-1 oracle (oracle.go) keeps gorgonia's LogSoftMax, which is correct on one row and
+//     keeps the oracle independent of this op.
+//
+// Nothing else on the path mixes rows. After the graph, one position dependence turned up and
+// was removed: kernels.RowSqNorms used gonum's Dsdot, whose alignment peeling is on the row
+// itself, so a float32 row's squared norm could change in the last bit with its offset in the
+// batch (kernels.SqNorm now sums in a fixed order). The adversarial-record test in package
+// engine checks that every other record's clip coefficient, activations and errors are
+// bit-identical with and without a hostile record, at every position.
+type xentOp struct{ b, k int }
+
+func (op *xentOp) Arity() int { return 2 }
+
+func (op *xentOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	t := G.TensorType{Dims: 2, Of: a}
+	return hm.NewFnType(t, t, a)
+}
+
+func (op *xentOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.ScalarShape(), nil
+}
+
+func (op *xentOp) Do(inputs ...G.Value) (G.Value, error) {
+	z, y, err := op.args(inputs)
+	if err != nil {
+		return nil, err
+	}
+	switch zd := z.Data().(type) {
+	case []float32:
+		yd, ok := y.Data().([]float32)
+		if !ok {
+			return nil, fmt.Errorf("%v: labels are %v, logits float32", op, y.Dtype())
+		}
+		return G.NewF32(float32(xentLoss(zd, yd, op.b, op.k))), nil
+	case []float64:
+		yd, ok := y.Data().([]float64)
+		if !ok {
+			return nil, fmt.Errorf("%v: labels are %v, logits float64", op, y.Dtype())
+		}
+		return G.NewF64(xentLoss(zd, yd, op.b, op.k)), nil
+	}
+	return nil, fmt.Errorf("%v: dtype %v not supported", op, z.Dtype())
+}
+
+// args checks the logits and labels: two dense B×K tensors.
+func (op *xentOp) args(inputs []G.Value) (z, y *tensor.Dense, err error) {
+	if len(inputs) < 2 {
+		return nil, nil, fmt.Errorf("%v: %d inputs, want at least 2", op, len(inputs))
+	}
+	z, ok1 := inputs[0].(*tensor.Dense)
+	y, ok2 := inputs[1].(*tensor.Dense)
+	if !ok1 || !ok2 {
+		return nil, nil, fmt.Errorf("%v: logits and labels must be dense tensors", op)
+	}
+	if z.Shape().TotalSize() != op.b*op.k || y.Shape().TotalSize() != op.b*op.k {
+		return nil, nil, fmt.Errorf("%v: shapes %v and %v, want %d×%d", op, z.Shape(), y.Shape(), op.b, op.k)
+	}
+	return z, y, nil
+}
+
+func (op *xentOp) ReturnsPtr() bool      { return false }
+func (op *xentOp) CallsExtern() bool     { return false }
+func (op *xentOp) OverwritesInput() int  { return -1 }
+func (op *xentOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *xentOp) Hashcode() uint32      { return hashOf(op) }
+func (op *xentOp) String() string        { return fmt.Sprintf("SoftmaxXent{%d×%d}", op.b, op.k) }
+
+func (op *xentOp) DiffWRT(int) []bool { return []bool{true, false} }
+
+func (op *xentOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(inputs))
+	}
+	dz, err := G.ApplyOp(&xentDiffOp{fwd: op}, inputs[0], inputs[1], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dz, nil}, nil
+}
+
+// rowMaxSum returns a row's maximum m (NaN when the first logit is NaN; a later NaN leaves m
+// alone but makes s NaN) and s = Σₖ exp(zₖ − m) ≥ 1, in float64.
+func rowMaxSum[T float32 | float64](z []T) (m, s float64) {
+	m = float64(z[0])
+	for _, v := range z[1:] {
+		if float64(v) > m {
+			m = float64(v)
+		}
+	}
+	for _, v := range z {
+		s += math.Exp(float64(v) - m)
+	}
+	return m, s
+}
+
+// xentLoss is Σᵢ ℓᵢ over the b×k row-major logits z and labels y, in float64.
+func xentLoss[T float32 | float64](z, y []T, b, k int) float64 {
+	var total float64
+	for i := range b {
+		zi, yi := z[i*k:(i+1)*k], y[i*k:(i+1)*k]
+		if !anyNonZero(yi) {
+			continue
+		}
+		m, s := rowMaxSum(zi)
+		lse := m + math.Log(s)
+		for j, w := range yi {
+			if w != 0 {
+				total += float64(w) * (lse - float64(zi[j]))
+			}
+		}
+	}
+	return total
+}
+
+// xentGrad sets out = g·(softmax(zᵢ)·Σₖ yᵢₖ − yᵢ) row by row; rows with Σₖ yᵢₖ = 0 get zeros.
+func xentGrad[T float32 | float64](out, z, y []T, b, k int, g float64) {
+	for i := range b {
+		oi, zi, yi := out[i*k:(i+1)*k], z[i*k:(i+1)*k], y[i*k:(i+1)*k]
+		if !anyNonZero(yi) {
+			clear(oi)
+			continue
+		}
+		var sy float64
+		for _, w := range yi {
+			sy += float64(w)
+		}
+		m, s := rowMaxSum(zi)
+		for j, v := range zi {
+			p := math.Exp(float64(v)-m) / s
+			oi[j] = T(g * (p*sy - float64(yi[j])))
+		}
+	}
+}
+
+func anyNonZero[T float32 | float64](y []T) bool {
+	for _, w := range y {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// xentDiffOp computes ∂L/∂Z from the logits, the labels and the upstream scalar gradient.
+type xentDiffOp struct{ fwd *xentOp }
+
+func (d *xentDiffOp) Arity() int { return 3 }
+
+func (d *xentDiffOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	t := G.TensorType{Dims: 2, Of: a}
+	return hm.NewFnType(t, t, a, t)
+}
+
+func (d *xentDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{d.fwd.b, d.fwd.k}, nil
+}
+
+func (d *xentDiffOp) Do(inputs ...G.Value) (G.Value, error) {
+	z, _, err := d.fwd.args(inputs)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.New(tensor.Of(z.Dtype()), tensor.WithShape(d.fwd.b, d.fwd.k))
+	return d.UsePreallocDo(out, inputs...)
+}
+
+func (d *xentDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
+	if len(inputs) != 3 {
+		return nil, fmt.Errorf("%v: %d inputs, want 3", d, len(inputs))
+	}
+	z, y, err := d.fwd.args(inputs)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || out.Shape().TotalSize() != d.fwd.b*d.fwd.k {
+		return nil, fmt.Errorf("%v: preallocated value %T", d, prealloc)
+	}
+	var g float64
+	switch v := inputs[2].Data().(type) {
+	case float32:
+		g = float64(v)
+	case float64:
+		g = v
+	default:
+		return nil, fmt.Errorf("%v: upstream gradient is %T, want a scalar", d, inputs[2].Data())
+	}
+	b, k := d.fwd.b, d.fwd.k
+	switch zd := z.Data().(type) {
+	case []float32:
+		yd, ok1 := y.Data().([]float32)
+		od, ok2 := out.Data().([]float32)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%v: mixed dtypes", d)
+		}
+		xentGrad(od, zd, yd, b, k, g)
+	case []float64:
+		yd, ok1 := y.Data().([]float64)
+		od, ok2 := out.Data().([]float64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%v: mixed dtypes", d)
+		}
+		xentGrad(od, zd, yd, b, k, g)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", d, z.Dtype())
+	}
+	return out, nil
+}
+
+func (d *xentDiffOp) ReturnsPtr() bool      { return false }
+func (d *xentDiffOp) CallsExtern() bool     { return false }
+func (d *xentDiffOp) OverwritesInput() int  { return -1 }
+func (d *xentDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+func (d *xentDiffOp) Hashcode() uint32      { return hashOf(d) }
+func (d *xentDiffOp) String() string        { return "Grad" + d.fwd.String() }
