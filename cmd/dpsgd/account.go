@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -21,7 +26,7 @@ type accountFlags struct {
 	rounds, steps, epochs             int
 	sampleRate, sigma                 float64
 	delta, epsilon, tv                float64
-	jsonOut, compare                  bool
+	jsonOut, compare, quiet           bool
 	set                               map[string]bool
 }
 
@@ -75,7 +80,8 @@ func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	fs.Var(realFlag{&f.tv}, "tv", "total-variation target in (0, 1) for --solve (the same as ε = 0, δ = tv)")
 	fs.StringVar(&f.solve, "solve", "", "sigma, rounds or epochs: the value that meets the target (--epsilon with --delta, or --tv)")
 	fs.BoolVar(&f.compare, "compare", false, "also report every other method available for the sampler")
-	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout (no progress on stderr)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr (--solve sigma prints each σ it probes)")
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd account [flags]\n\nReports the privacy of a DP-SGD run for the sampler used, or solves for σ, rounds or epochs."); err != nil {
 		return nil, err
@@ -138,7 +144,16 @@ func mechanismArg(args []string) string {
 	return ""
 }
 
+// cmdAccount is cmdAccountCtx stopped by Ctrl-C or SIGTERM.
 func cmdAccount(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmdAccountCtx(ctx, args, stdout, stderr)
+}
+
+// cmdAccountCtx runs dpsgd account; a done ctx stops --solve sigma between (or
+// during) the accountant's evaluations, with an error wrapping ctx.Err().
+func cmdAccountCtx(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch mechanismArg(args) {
 	case "personalized":
 		return accountPersonalized(args, stdout)
@@ -156,7 +171,7 @@ func cmdAccount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := f.run(st)
+	rep, err := f.run(ctx, st, stderr)
 	if err != nil {
 		return err
 	}
@@ -343,12 +358,25 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 	return st, nil
 }
 
-// run answers the query of f for the main method.
-func (f *accountFlags) run(st *accountSetup) (*accountReport, error) {
+// run answers the query of f for the main method; --solve sigma reports its
+// progress on stderr unless --quiet or --json.
+func (f *accountFlags) run(ctx context.Context, st *accountSetup, stderr io.Writer) (*accountReport, error) {
 	var err error
 	switch f.solve {
 	case "sigma":
-		st.spec.Sigma, err = accounting.SolveSigma(st.spec, st.steps, *st.target)
+		var onProbe func(accounting.Probe)
+		var done func(float64, time.Duration)
+		if !f.quiet && !f.jsonOut {
+			onProbe, done = sigmaProgress(stderr, st)
+		}
+		start := time.Now()
+		st.spec.Sigma, err = accounting.SolveSigmaCtx(ctx, st.spec, st.steps, *st.target, 0, onProbe)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("--solve sigma interrupted after %.1f s, no σ found: %w", time.Since(start).Seconds(), err)
+		}
+		if err == nil && done != nil {
+			done(st.spec.Sigma, time.Since(start))
+		}
 	case "rounds":
 		st.spec.Rounds, err = accounting.SolveRounds(st.spec, st.epochs, *st.target)
 		if err == nil {
@@ -369,6 +397,53 @@ func (f *accountFlags) run(st *accountSetup) (*accountReport, error) {
 	}
 	rep.Solved = f.solve
 	return rep, nil
+}
+
+// sigmaProgress prints what --solve sigma is doing on w: a line at once, then
+// one per σ evaluated. done prints the result line.
+func sigmaProgress(w io.Writer, st *accountSetup) (onProbe func(accounting.Probe), done func(sigma float64, elapsed time.Duration)) {
+	sp, t := st.spec, *st.target
+	geom := fmt.Sprintf("M = %d", sp.Rounds)
+	if sp.Sampler == privacy.SamplerPoisson || sp.Sampler == privacy.SamplerPoissonTruncated {
+		geom = fmt.Sprintf("q = %.6g", sp.SampleRate)
+	}
+	goal := fmt.Sprintf("ε = %g at δ = %g", t.Epsilon, t.Delta)
+	if t.Epsilon == 0 {
+		goal = fmt.Sprintf("TV = %g", t.Delta)
+	}
+	fmt.Fprintf(w, "dpsgd account: calibrating σ for %s (%s, %d steps) to %s (accountant %s)\n", sp.Sampler, geom, st.steps, goal, sp.Method)
+	prefix := fmt.Sprintf("dpsgd account: calibrating σ (accountant %s)", sp.Method)
+	probes := 0
+	onProbe = func(p accounting.Probe) {
+		if p.N == 0 {
+			fmt.Fprintf(w, "%s: start from the %s estimate σ = %.6g (%.1f s)\n", prefix, p.Accountant, p.Sigma, p.Elapsed.Seconds())
+			return
+		}
+		probes = p.N
+		if p.Err != nil {
+			fmt.Fprintf(w, "%s: probe σ = %.6g: no δ there (%v), counted as above the target (%.1f s)\n",
+				prefix, p.Sigma, p.Err, p.Elapsed.Seconds())
+			return
+		}
+		got := fmt.Sprintf("ε = %.6g", p.Epsilon)
+		switch {
+		case t.Epsilon == 0:
+			got = fmt.Sprintf("TV = %.6g", p.Delta)
+		case math.IsInf(p.Epsilon, 1):
+			got = fmt.Sprintf("no ε at δ = %g", t.Delta)
+		case math.IsNaN(p.Epsilon):
+			got = fmt.Sprintf("δ = %.6g at ε = %g", p.Delta, t.Epsilon)
+		}
+		verdict := "above the target"
+		if p.Met {
+			verdict = "meets the target"
+		}
+		fmt.Fprintf(w, "%s: probe σ = %.6g: %s, %s (%.1f s)\n", prefix, p.Sigma, got, verdict, p.Elapsed.Seconds())
+	}
+	done = func(sigma float64, elapsed time.Duration) {
+		fmt.Fprintf(w, "dpsgd account: calibrated σ = %.6g in %d probes (%.1f s)\n", sigma, probes, elapsed.Seconds())
+	}
+	return onProbe, done
 }
 
 // accountError maps bad input and unreachable targets to usage errors (exit 2).

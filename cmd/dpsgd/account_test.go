@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -133,5 +136,78 @@ func TestAccountUsageErrors(t *testing.T) {
 		if strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, strings.Fields(want)[0]) {
 			t.Errorf("%v: stderr %q: want one line naming %q", args, errOut, want)
 		}
+	}
+}
+
+// longRunArgs is a long Poisson run whose σ calibration used to fail: the search
+// probed σ = 0.01 first, where the PLD accountant refuses (its composition window
+// outgrows the grid), and took the refusal as fatal.
+var longRunArgs = []string{"account", "--sampler", "poisson", "--accountant", "pld", "--sample-rate", "0.004266666666666667",
+	"--steps", "14063", "--delta", "1e-5", "--epsilon", "1", "--solve", "sigma"}
+
+// TestAccountSolveSigmaLongRun: --solve sigma succeeds there (σ ≈ 2.02, as
+// dp_accounting's PLD accountant gives), and --json prints no progress.
+func TestAccountSolveSigmaLongRun(t *testing.T) {
+	code, out, errOut := runCmd(t, append(longRunArgs, "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if errOut != "" {
+		t.Errorf("--json: stderr %q, want none", errOut)
+	}
+	m := lastJSON(t, out)
+	if s := m["sigma"].(float64); s < 1.95 || s > 2.1 {
+		t.Errorf("σ = %v, want about 2.02", s)
+	}
+	if e := m["epsilon"].(float64); e > 1 || e < 0.999 {
+		t.Errorf("ε = %v at the solved σ, want just below 1", e)
+	}
+}
+
+// TestAccountSolveSigmaProgress: without --json, --solve sigma says at once what it
+// calibrates, then each σ it probes with its ε, then the result; --quiet silences it.
+func TestAccountSolveSigmaProgress(t *testing.T) {
+	code, out, errOut := runCmd(t, longRunArgs...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	first := "dpsgd account: calibrating σ for poisson (q = 0.00426667, 14063 steps) to ε = 1 at δ = 1e-05 (accountant pld)"
+	if len(lines) < 4 || lines[0] != first {
+		t.Fatalf("stderr:\n%s\nwant first %q", errOut, first)
+	}
+	probes := 0
+	for _, l := range lines[1 : len(lines)-1] {
+		if strings.HasPrefix(l, "dpsgd account: calibrating σ (accountant pld): probe σ = ") && strings.Contains(l, ": ε = ") {
+			probes++
+		}
+	}
+	if probes == 0 || !strings.HasPrefix(lines[len(lines)-1], "dpsgd account: calibrated σ = ") {
+		t.Errorf("stderr:\n%s\nwant probe lines with ε and a last line with σ", errOut)
+	}
+	if !strings.Contains(out, "[solved: sigma]") {
+		t.Errorf("stdout %q", out)
+	}
+	if code, _, errOut := runCmd(t, append(longRunArgs, "--quiet")...); code != 0 || errOut != "" {
+		t.Errorf("--quiet: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestAccountSolveSigmaInterrupted: a cancelled context (Ctrl-C) stops --solve sigma
+// with a message saying so, and exit status 130.
+func TestAccountSolveSigmaInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	err := cmdAccountCtx(ctx, longRunArgs[1:], &out, &errOut)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	var msg bytes.Buffer
+	if code := report(err, "account", &msg); code != 130 || !strings.Contains(msg.String(), "--solve sigma interrupted") {
+		t.Errorf("exit %d, message %q", code, msg.String())
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", out.String())
 	}
 }
