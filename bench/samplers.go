@@ -41,7 +41,8 @@ type Builder func(name, method string, seed uint64) (sampler.Sampler, accounting
 // only accountants (chisq, berry-esseen), approximations, lower bounds and Poisson accounting
 // applied to another sampler are refused.
 func NewSampler(name, method string, n, batch int, seed uint64) (sampler.Sampler, accounting.Spec, error) {
-	spec := accounting.Spec{Sampler: name}
+	// q and the rounds come from the dataset size, so it is public: zero-out adjacency.
+	spec := accounting.Spec{Sampler: name, PublicSize: true}
 	if n < 1 || batch < 1 || batch > n {
 		return nil, spec, fmt.Errorf("bench: batch size %d with %d examples: want 1 ≤ batch ≤ examples: %w", batch, n, ErrInvalid)
 	}

@@ -21,7 +21,7 @@ type TrainerConfig struct {
 	Noise         string  // "gaussian" (default) or "ball"
 	Radius        float64 // ball radius (Noise "ball")
 	NonPrivate    bool    // no clipping, no noise
-	NoiseSeed     uint64  // the noise stream's seed (the engine uses mix(Seed, 3))
+	NoiseSeed     uint64  // the noise stream's seed (the engine derives it from the seed and the trajectory)
 	Optimizer     string  // "sgd" (default), "momentum" or "adam"
 	Momentum      float64
 	Beta1, Beta2  float64 // Adam (0, 0: 0.9, 0.999)

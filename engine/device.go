@@ -120,7 +120,7 @@ func (g *gpu) close() {
 }
 
 // stepGPU is step on the device: the trainer runs DESIGN.md steps 2–8 (the same noise keys,
-// (mix(Seed, 3), step, tensor), and the same division by the expected batch size); the host
+// (the run's noise key, step, tensor), and the same division by the expected batch size); the host
 // keeps the schedule, the moving average and the guards.
 func (r *run[T]) stepGPU(idx []int, step, total int, expectedBatch float64) (StepStats, error) {
 	cs, err := r.gpu.tr.Step(idx, step, expectedBatch, r.cfg.Optimizer.rate(step, total))

@@ -303,7 +303,7 @@ func (p *benchProgress) RunStart(i, total int, r bench.Run) engine.Progress {
 	}
 	fmt.Fprintf(p.w, "dpsgd bench: run %d/%d: %s at ε = %g, seed %d, σ = %.4g (%.0f s elapsed)\n",
 		i, total, r.Sampler, r.TargetEpsilon, r.Seed, r.Sigma, time.Since(p.start).Seconds())
-	return newProgress(p.w, false, p.perEpoch[r.Sampler], p.epochs)
+	return newProgress(p.w, false, false, p.perEpoch[r.Sampler], p.epochs)
 }
 
 func (p *benchProgress) RunDone(r bench.Run) {}

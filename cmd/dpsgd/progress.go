@@ -11,20 +11,25 @@ import (
 	"golang.org/x/term"
 )
 
-// progress shows a bar on a terminal, one line per epoch otherwise, nothing with --quiet.
+// progress shows a bar on a terminal, one line per epoch otherwise, nothing with --quiet. By
+// default it shows only what the guarantee covers or what is public (ε, test accuracy, time);
+// with private set (--private-stats) also the training statistics, labelled as not private.
 type progress struct {
 	w        io.Writer
 	bar      *progressbar.ProgressBar
 	perEpoch int
 	epochs   int
 	lastEps  float64
+	// private shows the statistics computed from the training data without privacy (loss,
+	// train accuracy, clipped fraction, non-finite count), labelled as such.
+	private bool
 }
 
-func newProgress(w io.Writer, quiet bool, perEpoch, epochs int) engine.Progress {
+func newProgress(w io.Writer, quiet, private bool, perEpoch, epochs int) engine.Progress {
 	if quiet {
 		return engine.NopProgress{}
 	}
-	p := &progress{w: w, perEpoch: perEpoch, epochs: epochs, lastEps: math.NaN()}
+	p := &progress{w: w, perEpoch: perEpoch, epochs: epochs, lastEps: math.NaN(), private: private}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions(perEpoch*epochs,
 			progressbar.OptionSetWriter(w),
@@ -46,21 +51,21 @@ func (p *progress) Step(step int, st engine.StepStats, eps float64) {
 	if p.bar == nil {
 		return
 	}
-	loss := math.NaN()
-	if st.BatchSize > 0 {
-		loss = st.Loss / float64(st.BatchSize)
-	}
 	epoch := (step-1)/p.perEpoch + 1
-	p.bar.Describe(fmt.Sprintf("epoch %d/%d loss %.3f ε %s", epoch, p.epochs, loss, fmtEps(p.lastEps)))
+	desc := fmt.Sprintf("epoch %d/%d ε %s", epoch, p.epochs, fmtEps(p.lastEps))
+	if p.private && st.BatchSize > 0 {
+		desc += fmt.Sprintf(" [not private: loss %.3f]", st.Loss/float64(st.BatchSize))
+	}
+	p.bar.Describe(desc)
 	_ = p.bar.Add(1)
 }
 
 func (p *progress) Epoch(e engine.EpochStats) {
 	p.lastEps = e.Epsilon
-	line := fmt.Sprintf("epoch %3d  loss %.4f  train acc %.4f  test acc %.4f  ε %s  clipped %.0f%%  %.1fs",
-		e.Epoch, e.TrainLoss, e.TrainAcc, e.TestAcc, fmtEps(e.Epsilon), 100*e.ClippedFrac, e.Seconds)
-	if e.NonFinite > 0 {
-		line += fmt.Sprintf("  non-finite %d", e.NonFinite)
+	line := fmt.Sprintf("epoch %3d  test acc %.4f  ε %s  %.1fs", e.Epoch, e.TestAcc, fmtEps(e.Epsilon), e.Seconds)
+	if p.private {
+		line += fmt.Sprintf("  [not private: loss %.4f  train acc %.4f  clipped %.0f%%  non-finite %d]",
+			e.TrainLoss, e.TrainAcc, 100*e.ClippedFrac, e.NonFinite)
 	}
 	if p.bar != nil {
 		_ = p.bar.Clear()

@@ -86,6 +86,8 @@ type trainFlags struct {
 	seed                                uint64
 	delta, targetEps                    float64
 	nonPrivate, quiet, jsonOut, float64 bool
+	privateStats                        bool   // --private-stats: show the non-private training statistics
+	seedSource                          string // "given", "random" or "checkpoint"
 	device, noise                       string
 	replicas                            int
 	set                                 map[string]bool
@@ -107,7 +109,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn (default: cnn for mnist, logreg for adult, mlp for synthetic)")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
-	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
+	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
 	fs.StringVar(&f.accountant, "accountant", "", "accountant proven for the sampler (default: the tightest; dpsgd account lists them)")
 	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
 	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
@@ -121,7 +123,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.decay, "weight-decay", -1, "L2 weight decay")
 	fs.StringVar(&f.schedule, "schedule", "", "learning-rate schedule: constant or cosine")
 	fs.Float64Var(&f.ema, "ema", -1, "evaluate an exponential moving average of the weights with this decay (0: off)")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of initialization, sampling and noise")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of initialization, sampling and noise, for a reproducible research run (default: drawn from the operating system and printed; whoever knows the seed can regenerate the noise)")
 	fs.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ) guarantee")
 	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it")
 	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
@@ -131,10 +133,12 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report statistics computed from the training data without privacy (train loss and accuracy, clipped fraction, realized example counts): NOT covered by the guarantee")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "write checkpoints to this file (atomically) when the run ends or stops, and every --checkpoint-every steps")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: also write one every this many steps (0: only at the end)")
-	fs.StringVar(&f.resume, "resume", "", "continue the run of this checkpoint: its flags are the defaults, --epochs gives the new total, and a change of anything that affects privacy is refused")
+	fs.StringVar(&f.resume, "resume", "", "continue the run of this checkpoint: its flags are the defaults, --epochs gives the new total, and a change of anything that affects privacy is refused; checkpoints then go to this file unless --checkpoint names another")
+	fs.String("key-dir", "", "key store holding each checkpointed run's secret, which its checkpoints need to resume (default: $DPSGD_KEY_DIR, else $XDG_STATE_HOME/dpsgd/keys or ~/.local/state/dpsgd/keys); keep it apart from the checkpoints")
 	fs.BoolVar(&f.secure, "secure", false, "noise and sampling from a cryptographically secure generator seeded by the operating system (no --seed; Gaussian noise only): for production releases")
 	f.fs = fs
 	var err error
@@ -304,7 +308,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
 	n := rc.train.N
 	var err error
-	spec := accounting.Spec{Sampler: f.samplerName}
+	// The command derives q = B/N (and the steps per epoch) from the dataset size and prints
+	// them, so N is public: the guarantee is stated for zero-out adjacency (PublicSize).
+	spec := accounting.Spec{Sampler: f.samplerName, PublicSize: true}
 	switch f.samplerName {
 	case "shuffle":
 		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
@@ -455,39 +461,43 @@ func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train,
 
 // trainJSON is the --json result. Keys are a contract (cli-contract.md); add, never rename.
 type trainJSON struct {
-	TestAccuracy      float64             `json:"test_accuracy"`
-	Epsilon           *float64            `json:"epsilon"`
-	EpsilonSteps      int                 `json:"epsilon_steps"` // steps ε covers (≥ steps: an epoch is charged whole before it runs)
-	Delta             float64             `json:"delta"`
-	EpochsRun         int                 `json:"epochs_run"`
-	Steps             int                 `json:"steps"`
-	StoppedByBudget   bool                `json:"stopped_by_budget"`
-	ExamplesPerSecond float64             `json:"examples_per_second"`
-	Sampler           string              `json:"sampler"`
-	Accountant        string              `json:"accountant"`
-	Guarantee         string              `json:"guarantee"`
-	Adjacency         string              `json:"adjacency,omitempty"`
-	Ledger            *accounting.Ledger  `json:"ledger,omitempty"`
-	Dataset           string              `json:"dataset"`
-	Model             string              `json:"model"`
-	Params            int                 `json:"params"`
-	Sigma             float64             `json:"sigma"`
-	Noise             string              `json:"noise"`
-	Radius            *float64            `json:"radius,omitempty"`      // --noise ball: the ball's radius (absolute, clip units)
-	DeltaSpent        *float64            `json:"delta_spent,omitempty"` // --noise ball: total δ of the (0, δ) guarantee
-	SigmaSource       string              `json:"sigma_source,omitempty"`
-	Clip              float64             `json:"clip"`
-	BatchSize         int                 `json:"batch_size"`
-	SampleRate        float64             `json:"sample_rate"`
-	TargetEpsilon     *float64            `json:"target_epsilon,omitempty"`
-	NonPrivate        bool                `json:"non_private"`
-	NonFinite         int                 `json:"non_finite_examples"`
-	Seconds           float64             `json:"seconds"`
-	Interrupted       bool                `json:"interrupted"`
-	Device            string              `json:"device"`      // where the steps ran: cpu or cuda
-	DeviceName        string              `json:"device_name"` // the GPU, or the CPU
-	Seed              uint64              `json:"seed"`
-	History           []engine.EpochStats `json:"history"`
+	TestAccuracy      float64            `json:"test_accuracy"`
+	Epsilon           *float64           `json:"epsilon"`
+	EpsilonSteps      int                `json:"epsilon_steps"` // steps ε covers (≥ steps: an epoch is charged whole before it runs)
+	Delta             float64            `json:"delta"`
+	EpochsRun         int                `json:"epochs_run"`
+	Steps             int                `json:"steps"`
+	StoppedByBudget   bool               `json:"stopped_by_budget"`
+	ExamplesPerSecond float64            `json:"examples_per_second"`
+	Sampler           string             `json:"sampler"`
+	Accountant        string             `json:"accountant"`
+	Guarantee         string             `json:"guarantee"`
+	Adjacency         string             `json:"adjacency,omitempty"`
+	Ledger            *accounting.Ledger `json:"ledger,omitempty"`
+	Dataset           string             `json:"dataset"`
+	Model             string             `json:"model"`
+	Params            int                `json:"params"`
+	Sigma             float64            `json:"sigma"`
+	Noise             string             `json:"noise"`
+	Radius            *float64           `json:"radius,omitempty"`      // --noise ball: the ball's radius (absolute, clip units)
+	DeltaSpent        *float64           `json:"delta_spent,omitempty"` // --noise ball: total δ of the (0, δ) guarantee
+	SigmaSource       string             `json:"sigma_source,omitempty"`
+	Clip              float64            `json:"clip"`
+	BatchSize         int                `json:"batch_size"`
+	SampleRate        float64            `json:"sample_rate"`
+	TargetEpsilon     *float64           `json:"target_epsilon,omitempty"`
+	NonPrivate        bool               `json:"non_private"`
+	NonFinite         int                `json:"non_finite_examples"`
+	Seconds           float64            `json:"seconds"`
+	Interrupted       bool               `json:"interrupted"`
+	Device            string             `json:"device"`      // where the steps ran: cpu or cuda
+	DeviceName        string             `json:"device_name"` // the GPU, or the CPU
+	Seed              uint64             `json:"seed"`
+	SeedSource        string             `json:"seed_source,omitempty"` // given, random (drawn from the OS) or checkpoint
+	History           []epochJSON        `json:"history"`
+	// NotCovered names the reported values computed from the training data without privacy:
+	// they are not covered by the guarantee (more of them with --private-stats).
+	NotCovered []string `json:"not_covered_by_guarantee,omitempty"`
 	// Checkpoints, numerical guards and secure mode (train_ckpt.go).
 	ResumedFromStep    *int   `json:"resumed_from_step"` // null: not resumed
 	Checkpoint         string `json:"checkpoint,omitempty"`
@@ -512,6 +522,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := f.chooseSeed(); err != nil {
+		return err
+	}
 	rc, err := f.resolve(ctx)
 	if err != nil {
 		return err
@@ -522,8 +535,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.deviceApply(rc, stderr); err != nil {
 		return err
 	}
-	if !f.secure {
-		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases (use --secure)")
+	if !f.secure && !f.nonPrivate {
+		fmt.Fprintf(stderr, "dpsgd: noise and sampling from seed %d (%s): whoever knows the seed can regenerate the noise; keep it private; not for production releases (use --secure)\n", f.seed, f.seedSourceText())
 	}
 	if !f.quiet {
 		if resumeFrom != nil {
@@ -540,7 +553,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Sigma, rc.sigmaSource, rc.cfg.Clip, f.epochs)
 		}
 	}
-	prog := newProgress(stderr, f.quiet, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
+	prog := newProgress(stderr, f.quiet, f.privateStats, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
 	// A run that took steps reports what it spent, however it ended (an error after some steps
@@ -555,7 +568,14 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.sigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.smp.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
-		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, History: res.History, Noise: rc.cfg.Noise,
+		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, SeedSource: f.seedSource,
+		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
+		NotCovered: notCovered(f.privateStats),
+	}
+	// Throughput from the public expected batch size: the realized batch sizes are part of
+	// the sampler's secret randomness (they say how many records a step held).
+	if res.Seconds > 0 {
+		out.ExamplesPerSecond = float64(res.Steps-max(res.ResumedFromStep, 0)) * rc.smp.ExpectedBatchSize() / res.Seconds
 	}
 	ckptFillJSON(&out, f, rc, res)
 	if rc.pv.Budget != nil {
@@ -576,32 +596,27 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out.Accountant = rc.pv.Accountant.Name()
 		out.Adjacency = rc.pv.Accountant.Adjacency()
 		out.Ledger = rc.pv.Ledger
-		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s adjacency, proven for the %s sampler by the %s accountant",
-			eps, f.delta, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
+		adjacency := adjacencyText(rc.pv.Accountant, rc.train.N)
+		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s, proven for the %s sampler by the %s accountant",
+			eps, f.delta, res.Steps, adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
 		if res.EpsilonSteps > res.Steps {
 			out.Guarantee += fmt.Sprintf(" (ε covers %d steps: the run stopped inside an epoch, which was charged whole before its first step)", res.EpsilonSteps)
 		}
 		if rc.cfg.Noise == engine.NoiseBall {
-			spent, err := rc.pv.Accountant.Delta(res.Steps, 0)
+			// δ of the charged steps, as ε above: a stopped run's epoch in progress counts.
+			spent, err := rc.pv.Accountant.Delta(max(res.EpsilonSteps, res.Steps), 0)
 			if err != nil {
 				return fmt.Errorf("ball noise: total δ after %d steps: %w", res.Steps, err)
 			}
 			r := rc.cfg.Radius
 			out.Radius, out.DeltaSpent = &r, &spent
-			out.Guarantee = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s adjacency, proven for the %s sampler by the %s accountant (budget δ = %g)",
-				spent, spent, spent, res.Steps, out.Adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name(), f.delta)
+			out.Guarantee = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s, proven for the %s sampler by the %s accountant (budget δ = %g)",
+				spent, spent, spent, res.Steps, adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name(), f.delta)
 		}
-	}
-	for i := range out.History {
-		if math.IsNaN(out.History[i].Epsilon) {
-			out.History[i].Epsilon = 0
-		}
-		if math.IsNaN(out.History[i].TrainLoss) {
-			out.History[i].TrainLoss = -1
-		}
+		out.Guarantee += f.guaranteeScope()
 	}
 	if !f.quiet || !f.jsonOut {
-		printSummary(stdout, out, res)
+		printSummary(stdout, out, res, f.privateStats)
 	}
 	if f.jsonOut {
 		if err := printJSON(stdout, out); err != nil {
@@ -611,7 +626,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return trainErr
 }
 
-func printSummary(w io.Writer, out trainJSON, res *engine.Result) {
+func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats bool) {
 	fmt.Fprintf(w, "test accuracy %.4f after %d epochs (%d steps, %.0f examples/s, %.1f s)\n",
 		out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
 	fmt.Fprintf(w, "privacy: %s\n", out.Guarantee)
@@ -622,7 +637,7 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result) {
 		fmt.Fprintf(w, "stopped by the budget: one more epoch would exceed ε = %g\n", *out.TargetEpsilon)
 	}
 	if res.NonFinite > 0 {
-		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model\n", res.NonFinite)
+		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model %s\n", res.NonFinite, notPrivateLabel)
 	}
 	ckptSummary(w, out)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -79,10 +80,15 @@ func deviceAdultDir(t *testing.T, train, test int) string {
 
 // deviceTrainArgs is a short private MLP run on the small Adult data (momentum, cosine
 // schedule, moving average, weight decay: every host-side piece of the device loop).
+// The seed is fixed (runs are compared digest for digest) except in secure mode, which takes none.
 func deviceTrainArgs(dir string, extra ...string) []string {
-	return append([]string{"train", "--dataset", "adult", "--data-dir", dir, "--model", "mlp", "--hidden", "8",
+	args := []string{"train", "--dataset", "adult", "--data-dir", dir, "--model", "mlp", "--hidden", "8",
 		"--epochs", "2", "--batch-size", "60", "--physical-batch", "32", "--sigma", "1.2", "--ema", "0.9",
-		"--weight-decay", "1e-3", "--quiet", "--json"}, extra...)
+		"--weight-decay", "1e-3", "--quiet", "--json"}
+	if !slices.Contains(extra, "--secure") {
+		args = append(args, "--seed", "1")
+	}
+	return append(args, extra...)
 }
 
 func keysOf(m map[string]any) []string {

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/privacy"
+)
+
+// notPrivateLabel marks, in human output, a value computed from the training data without
+// privacy.
+const notPrivateLabel = "[not private: computed from the training data, not covered by the guarantee]"
+
+// chooseSeed decides where the seed comes from: --seed (a reproducible research run), the
+// --resume checkpoint, or, by default, the operating system's generator. A default seed
+// drawn at random is printed and recorded in checkpoints (it is needed to resume), never a
+// fixed constant that anyone could use to regenerate the noise. Secure runs take no seed:
+// their noise and batches come from the operating system (--seed then only fixes nothing).
+func (f *trainFlags) chooseSeed() error {
+	switch {
+	case f.secure:
+		f.seedSource = ""
+	case f.fromCheckpoint["seed"]:
+		f.seedSource = "checkpoint"
+	case f.set["seed"]:
+		f.seedSource = "given"
+	default:
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("drawing a seed from the operating system: %w", err)
+		}
+		// 53 bits, so that the seed survives a JSON reader that parses numbers as doubles.
+		f.seed = binary.LittleEndian.Uint64(b[:]) >> 11
+		f.seedSource = "random"
+		f.set["seed"] = true // recorded in checkpoints: a resume continues the same noise stream
+	}
+	return nil
+}
+
+// seedSourceText says where the seed came from, for the stderr line.
+func (f *trainFlags) seedSourceText() string {
+	switch f.seedSource {
+	case "given":
+		return "given with --seed: a reproducible research run"
+	case "checkpoint":
+		return "from the checkpoint"
+	}
+	return "drawn from the operating system; --seed reproduces the run"
+}
+
+// adjacencyText names the guarantee's neighbouring relation for the guarantee sentence.
+func adjacencyText(acc privacy.Accountant, n int) string {
+	if acc.Adjacency() == privacy.AdjacencyZeroOut {
+		return fmt.Sprintf("zero-out adjacency (one record replaced by a ghost whose gradient is zero; the dataset size N = %d is public)", n)
+	}
+	return acc.Adjacency() + " adjacency"
+}
+
+// guaranteeScope completes the guarantee sentence with who can regenerate the noise.
+func (f *trainFlags) guaranteeScope() string {
+	if f.secure {
+		return "; noise and batches from the operating system's secure generator"
+	}
+	return fmt.Sprintf("; the noise and batches are pseudorandom from seed %d, so the guarantee holds only while the seed is secret (anyone who knows it can regenerate the noise): a research run, use --secure for a release", f.seed)
+}
+
+// epochJSON is one epoch in the --json history. The fields computed from the training data
+// without privacy (pointers) appear only with --private-stats.
+type epochJSON struct {
+	Epoch   int     `json:"epoch"`
+	Steps   int     `json:"steps"`
+	TestAcc float64 `json:"test_accuracy"`
+	Epsilon float64 `json:"epsilon"` // 0 for a non-private run
+	Seconds float64 `json:"seconds"`
+
+	TrainLoss     *float64 `json:"train_loss,omitempty"` // null-free: a non-finite mean is left out
+	TrainAcc      *float64 `json:"train_accuracy,omitempty"`
+	ClippedFrac   *float64 `json:"clipped_fraction,omitempty"`
+	Examples      *int     `json:"examples,omitempty"`
+	NonFinite     *int     `json:"non_finite_examples,omitempty"`
+	NonFiniteLoss *int     `json:"non_finite_loss_steps,omitempty"`
+}
+
+// epochsJSON converts the engine's history, keeping the non-private statistics only when
+// privateStats is set.
+func epochsJSON(h []engine.EpochStats, privateStats bool) []epochJSON {
+	out := make([]epochJSON, len(h))
+	for i, e := range h {
+		o := epochJSON{Epoch: e.Epoch, Steps: e.Steps, TestAcc: e.TestAcc, Epsilon: e.Epsilon, Seconds: e.Seconds}
+		if math.IsNaN(o.Epsilon) {
+			o.Epsilon = 0
+		}
+		if privateStats {
+			e := e
+			if !math.IsNaN(e.TrainLoss) && !math.IsInf(e.TrainLoss, 0) {
+				o.TrainLoss = &e.TrainLoss
+			}
+			o.TrainAcc, o.ClippedFrac, o.Examples = &e.TrainAcc, &e.ClippedFrac, &e.ExamplesSeen
+			o.NonFinite, o.NonFiniteLoss = &e.NonFinite, &e.NonFiniteLoss
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// notCovered lists the JSON values computed from the training data without privacy.
+func notCovered(privateStats bool) []string {
+	out := []string{"non_finite_examples", "non_finite_loss_steps", "diverged", "diverged_at_step"}
+	if privateStats {
+		out = append(out, "history[].train_loss", "history[].train_accuracy", "history[].clipped_fraction",
+			"history[].examples", "history[].non_finite_examples", "history[].non_finite_loss_steps")
+	}
+	return out
+}
