@@ -399,20 +399,27 @@ func (f *accountFlags) run(ctx context.Context, st *accountSetup, stderr io.Writ
 	return rep, nil
 }
 
-// sigmaProgress prints what --solve sigma is doing on w: a line at once, then
-// one per σ evaluated. done prints the result line.
+// sigmaProgress prints what --solve sigma is doing on w (sigmaCalibrationProgress).
 func sigmaProgress(w io.Writer, st *accountSetup) (onProbe func(accounting.Probe), done func(sigma float64, elapsed time.Duration)) {
-	sp, t := st.spec, *st.target
+	sp := st.spec
 	geom := fmt.Sprintf("M = %d", sp.Rounds)
 	if sp.Sampler == privacy.SamplerPoisson || sp.Sampler == privacy.SamplerPoissonTruncated {
 		geom = fmt.Sprintf("q = %.6g", sp.SampleRate)
 	}
+	return sigmaCalibrationProgress(w, "account", fmt.Sprintf("%s (%s, %d steps)", sp.Sampler, geom, st.steps), sp.Method, *st.target)
+}
+
+// sigmaCalibrationProgress prints a σ calibration (accounting.SolveSigmaCtx) of
+// command cmd on w: a line at once naming what (the sampler and its geometry),
+// the target and the accountant method, then one line per σ evaluated;
+// done prints the result.
+func sigmaCalibrationProgress(w io.Writer, cmd, what, method string, t privacy.Budget) (onProbe func(accounting.Probe), done func(sigma float64, elapsed time.Duration)) {
 	goal := fmt.Sprintf("ε = %g at δ = %g", t.Epsilon, t.Delta)
 	if t.Epsilon == 0 {
 		goal = fmt.Sprintf("TV = %g", t.Delta)
 	}
-	fmt.Fprintf(w, "dpsgd account: calibrating σ for %s (%s, %d steps) to %s (accountant %s)\n", sp.Sampler, geom, st.steps, goal, sp.Method)
-	prefix := fmt.Sprintf("dpsgd account: calibrating σ (accountant %s)", sp.Method)
+	fmt.Fprintf(w, "dpsgd %s: calibrating σ for %s to %s (accountant %s)\n", cmd, what, goal, method)
+	prefix := fmt.Sprintf("dpsgd %s: calibrating σ (accountant %s)", cmd, method)
 	probes := 0
 	onProbe = func(p accounting.Probe) {
 		if p.N == 0 {
@@ -441,7 +448,7 @@ func sigmaProgress(w io.Writer, st *accountSetup) (onProbe func(accounting.Probe
 		fmt.Fprintf(w, "%s: probe σ = %.6g: %s, %s (%.1f s)\n", prefix, p.Sigma, got, verdict, p.Elapsed.Seconds())
 	}
 	done = func(sigma float64, elapsed time.Duration) {
-		fmt.Fprintf(w, "dpsgd account: calibrated σ = %.6g in %d probes (%.1f s)\n", sigma, probes, elapsed.Seconds())
+		fmt.Fprintf(w, "dpsgd %s: calibrated σ = %.6g in %d probes (%.1f s)\n", cmd, sigma, probes, elapsed.Seconds())
 	}
 	return onProbe, done
 }
