@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dpsgd/dpsgd/engine/sampler"
@@ -144,16 +141,9 @@ func mechanismArg(args []string) string {
 	return ""
 }
 
-// cmdAccount is cmdAccountCtx stopped by Ctrl-C or SIGTERM.
-func cmdAccount(args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return cmdAccountCtx(ctx, args, stdout, stderr)
-}
-
-// cmdAccountCtx runs dpsgd account; a done ctx stops --solve sigma between (or
+// cmdAccount runs dpsgd account; a done ctx stops --solve sigma between (or
 // during) the accountant's evaluations, with an error wrapping ctx.Err().
-func cmdAccountCtx(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdAccount(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch mechanismArg(args) {
 	case "personalized":
 		return accountPersonalized(args, stdout)

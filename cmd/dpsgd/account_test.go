@@ -199,7 +199,7 @@ func TestAccountSolveSigmaInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errOut bytes.Buffer
-	err := cmdAccountCtx(ctx, longRunArgs[1:], &out, &errOut)
+	err := cmdAccount(ctx, longRunArgs[1:], &out, &errOut)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}

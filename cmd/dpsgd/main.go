@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "train":
 		err = cmdTrain(ctx, args[1:], stdout, stderr)
 	case "account":
-		err = cmdAccount(args[1:], stdout, stderr)
+		err = cmdAccount(ctx, args[1:], stdout, stderr)
 	case "plot":
 		err = cmdPlot(ctx, args[1:], stdout, stderr)
 	case "ageaware":

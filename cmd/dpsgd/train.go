@@ -87,6 +87,9 @@ type trainFlags struct {
 	delta, targetEps                    float64
 	nonPrivate, quiet, jsonOut, float64 bool
 	privateStats                        bool   // --private-stats: show the non-private training statistics
+	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
+	// it; zero value: silent, never cancelled).
+	calibration calibration
 	seedSource                          string // "given", "random" or "checkpoint"
 	device, noise                       string
 	replicas                            int
@@ -279,6 +282,9 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	if !f.set["sigma"] {
 		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
 		sigma, err := rc.solveSigma(steps, budget)
+		if errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("calibrating σ: %w", err) // interrupted: exit 130, not a usage error
+		}
 		if err != nil {
 			return nil, usagef("--target-epsilon %v over %d epochs: %v", target, f.epochs, err)
 		}
@@ -366,7 +372,7 @@ func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
 		return sp.New()
 	}
 	rc.solveSigma = func(steps int, b privacy.Budget) (float64, error) {
-		return accounting.SolveSigma(spec, steps, b)
+		return f.calibration.solve(spec, steps, b)
 	}
 	return nil
 }
@@ -524,6 +530,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := f.chooseSeed(); err != nil {
 		return err
+	}
+	f.calibration = calibration{ctx: ctx}
+	if !f.quiet {
+		f.calibration.w = stderr
 	}
 	rc, err := f.resolve(ctx)
 	if err != nil {

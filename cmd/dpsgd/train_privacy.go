@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"time"
 
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
 
 // notPrivateLabel marks, in human output, a value computed from the training data without
@@ -114,4 +118,38 @@ func notCovered(privateStats bool) []string {
 			"history[].examples", "history[].non_finite_examples", "history[].non_finite_loss_steps")
 	}
 	return out
+}
+
+// calibration runs train's σ search: it says on w (nil: silent) what it is doing within a
+// second of starting and at most about once a second after that, and stops when ctx is done.
+type calibration struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+// solve returns the σ whose accountant (spec) meets budget after steps steps.
+func (c calibration) solve(spec accounting.Spec, steps int, budget privacy.Budget) (float64, error) {
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if c.w == nil {
+		return accounting.SolveSigmaCtx(ctx, spec, steps, budget, 0, nil)
+	}
+	fmt.Fprintf(c.w, "dpsgd train: calibrating σ to ε = %g at δ = %g over %d steps (accountant %s; Ctrl-C stops)\n",
+		budget.Epsilon, budget.Delta, steps, spec.Method)
+	var last time.Duration
+	var probes int
+	sigma, err := accounting.SolveSigmaCtx(ctx, spec, steps, budget, 0, func(p accounting.Probe) {
+		probes = max(probes, p.N)
+		if p.Elapsed-last < time.Second {
+			return
+		}
+		last = p.Elapsed
+		fmt.Fprintf(c.w, "dpsgd train: calibrating σ: %d probes, σ in [%.5g, %.5g] (%.0f s)\n", probes, p.Lo, p.Hi, p.Elapsed.Seconds())
+	})
+	if err == nil && last > 0 {
+		fmt.Fprintf(c.w, "dpsgd train: calibrated σ = %.6g in %d probes\n", sigma, probes)
+	}
+	return sigma, err
 }

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
 
 // TestTrainOutputReleasesNothingUnlabelled reads every line `dpsgd train` prints, as an
@@ -94,4 +100,25 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// TestTrainCalibrationProgressAndCancel: σ calibration says what it does on stderr before it
+// starts, and a cancelled context (Ctrl-C) stops it with exit 130, not a usage error.
+func TestTrainCalibrationProgressAndCancel(t *testing.T) {
+	var errOut bytes.Buffer
+	c := calibration{ctx: context.Background(), w: &errOut}
+	spec := accounting.Spec{Sampler: "poisson", Method: accounting.MethodPLD, SampleRate: 0.01}
+	sigma, err := c.solve(spec, 1000, privacy.Budget{Epsilon: 2, Delta: 1e-5})
+	if err != nil || !(sigma > 0) || !strings.HasPrefix(errOut.String(), "dpsgd train: calibrating σ to ε = 2") {
+		t.Fatalf("σ = %v, err %v, stderr %q", sigma, err, errOut.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (calibration{ctx: ctx}).solve(spec, 1000, privacy.Budget{Epsilon: 2, Delta: 1e-5}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled calibration: %v", err)
+	}
+	var out, stderr bytes.Buffer
+	if code := run(ctx, []string{"train", "--model", "logreg", "--epochs", "2", "--json"}, &out, &stderr); code != 130 {
+		t.Fatalf("exit %d, want 130: %s", code, stderr.String())
+	}
 }
