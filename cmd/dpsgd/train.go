@@ -86,14 +86,14 @@ type trainFlags struct {
 	seed                                uint64
 	delta, targetEps                    float64
 	nonPrivate, quiet, jsonOut, float64 bool
-	privateStats                        bool   // --private-stats: show the non-private training statistics
+	privateStats                        bool // --private-stats: show the non-private training statistics
 	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
 	// it; zero value: silent, never cancelled).
-	calibration calibration
-	seedSource                          string // "given", "random" or "checkpoint"
-	device, noise                       string
-	replicas                            int
-	set                                 map[string]bool
+	calibration   calibration
+	seedSource    string // "given", "random" or "checkpoint"
+	device, noise string
+	replicas      int
+	set           map[string]bool
 
 	// Checkpoints and secure mode (train_ckpt.go).
 	checkpoint, resume string
