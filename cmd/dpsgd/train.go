@@ -87,13 +87,9 @@ type trainFlags struct {
 	delta, targetEps                    float64
 	nonPrivate, quiet, jsonOut, float64 bool
 	privateStats                        bool // --private-stats: show the non-private training statistics
-	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
-	// it; zero value: silent, never cancelled).
-	calibration   calibration
-	seedSource    string // "given", "random" or "checkpoint"
-	device, noise string
-	replicas      int
-	set           map[string]bool
+	device, noise                       string
+	replicas                            int
+	set                                 map[string]bool
 
 	// Checkpoints and secure mode (train_ckpt.go).
 	checkpoint, resume string
@@ -101,6 +97,11 @@ type trainFlags struct {
 	secure             bool
 	fs                 *flag.FlagSet
 	fromCheckpoint     map[string]bool // flags whose value came from the --resume checkpoint
+
+	seedSource string // "given", "random" or "checkpoint"
+	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
+	// it; zero value: silent, never cancelled).
+	calibration calibration
 }
 
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
