@@ -238,10 +238,7 @@ func ClipScaleRow[T Float](dst, src []T, c float64) {
 	clipScaleRow64(asF64(dst), asF64(src), c)
 }
 
-const (
-	minNormal32 = 0x1p-126
-	minNormal64 = 0x1p-1022
-)
+const minNormal32 = 0x1p-126
 
 func clipScaleRow32(dst, src []float32, c float64) {
 	if c < minNormal32 {
@@ -253,7 +250,10 @@ func clipScaleRow32(dst, src []float32, c float64) {
 	f := float32(c)
 	for j, v := range src {
 		p := f * v
-		if p < minNormal32 && p > -minNormal32 && p != 0 {
+		// |p| is subnormal (and not zero) exactly when its magnitude bits minus one fall
+		// below the subnormal range's 2²³ − 1: one rarely taken branch, where comparing p
+		// with ±2⁻¹²⁶ would branch on the sign, unpredictably.
+		if math.Float32bits(p)&^(1<<31)-1 < 1<<23-1 {
 			p = mulTowardZero32(c, v)
 		}
 		dst[j] = p
@@ -284,7 +284,7 @@ func qAboveExact(c, x, q float64) bool {
 func clipScaleRow64(dst, src []float64, c float64) {
 	for j, v := range src {
 		p := c * v
-		if p < minNormal64 && p > -minNormal64 && p != 0 {
+		if math.Float64bits(p)&^(1<<63)-1 < 1<<52-1 { // 0 < |p| < 2⁻¹⁰²²
 			// In the subnormal range the rounding error is at most half the spacing
 			// 2⁻¹⁰⁷⁴, so one step toward zero lands below |c·v|.
 			p = math.Nextafter(p, 0)

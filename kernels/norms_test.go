@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 func checkRowSqNorms[T Float](t *testing.T) {
@@ -533,5 +535,63 @@ func TestShapePanics(t *testing.T) {
 	})
 	mustPanic(t, "ClippedSum short dstB", func() {
 		ClippedSum(make([]float64, 6), make([]float64, 2), make([]float64, 4), make([]float64, 6), 2, 2, 3, []float64{1, 1}, make([]float64, 6))
+	})
+}
+
+// BenchmarkClipScaleRow: the scaling of one physical batch's error rows (256 × 256, float32,
+// coefficients of ordinary size) by ClipScaleRow against the plain float32(c)·e loop it
+// replaced in ClippedSum, in one binary.
+func BenchmarkClipScaleRow(b *testing.B) {
+	rng := rand.New(rand.NewPCG(131, 132))
+	const rows, cols = 256, 256
+	src := randSlice[float32](rng, rows*cols)
+	dst := make([]float32, rows*cols)
+	c := make([]float64, rows)
+	for i := range c {
+		c[i] = 0.01 + 0.9*rng.Float64()
+	}
+	b.Run("nearest", func(b *testing.B) {
+		for b.Loop() {
+			for i := range rows {
+				f := float32(c[i])
+				for j, v := range src[i*cols : (i+1)*cols] {
+					dst[i*cols+j] = f * v
+				}
+			}
+		}
+		reportPerElem(b, rows*cols)
+	})
+	b.Run("clip", func(b *testing.B) {
+		for b.Loop() {
+			for i := range rows {
+				ClipScaleRow(dst[i*cols:(i+1)*cols], src[i*cols:(i+1)*cols], c[i])
+			}
+		}
+		reportPerElem(b, rows*cols)
+	})
+}
+
+// BenchmarkSqNormFloat32: SqNorm's fixed-order float64 sum against gonum's Dsdot, which it
+// replaced in RowSqNorms (its SIMD loop made the result depend on the row's alignment).
+func BenchmarkSqNormFloat32(b *testing.B) {
+	rng := rand.New(rand.NewPCG(133, 134))
+	const rows, cols = 256, 784
+	a := randSlice[float32](rng, rows*cols)
+	dst := make([]float64, rows)
+	b.Run("dsdot", func(b *testing.B) {
+		var impl gonum.Implementation
+		for b.Loop() {
+			for i := range rows {
+				r := a[i*cols : (i+1)*cols]
+				dst[i] = impl.Dsdot(cols, r, 1, r, 1)
+			}
+		}
+		reportPerElem(b, rows*cols)
+	})
+	b.Run("fixed", func(b *testing.B) {
+		for b.Loop() {
+			RowSqNorms(dst, a, rows, cols)
+		}
+		reportPerElem(b, rows*cols)
 	})
 }
