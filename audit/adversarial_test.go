@@ -192,6 +192,9 @@ func TestAdversarialWithinAccountant(t *testing.T) {
 	type tc struct{ smp, canary, row string }
 	var cases []tc
 	runs := 200
+	if testing.Short() {
+		runs = 100
+	}
 	if longAudit() {
 		runs = 5000
 		for _, s := range Samplers() {
@@ -236,15 +239,19 @@ func TestAdversarialWithinAccountant(t *testing.T) {
 // real engine step (the canary's physical batch keeps only the canary when it is row 0), the
 // empirical lower bound exceeds the accountant's claim: allocation at once (its ordinary
 // examples' total is fixed, so the missing rows are plain), Poisson over more runs (its batch
-// size is random). The same audits without the fault stay at or below the claim.
+// size is random; -short leaves it out).
 func TestAdversarialPower(t *testing.T) {
-	for _, c := range []struct {
+	cases := []struct {
 		smp  string
 		runs int
 	}{
 		{sampler.NameAllocation, 300},
 		{sampler.NamePoisson, 1500},
-	} {
+	}
+	if testing.Short() {
+		cases = cases[:1]
+	}
+	for _, c := range cases {
 		cfg := Config{Sampler: c.smp, Canary: CanaryNaN, Sigma: 1, Runs: c.runs, Seed: 32}
 		faulty, err := run(context.Background(), cfg, func(d *design) { d.fault = true })
 		if err != nil {
@@ -263,7 +270,11 @@ func TestAdversarialPower(t *testing.T) {
 // step's 1/L lies in (0, 1/(1 − q)], so the Monte Carlo mean has a small, bounded error; a
 // wrong erasure count, noise scale or push s would move it.
 func TestAdversarialPoissonLRIdentity(t *testing.T) {
-	cfg, err := Config{Sampler: sampler.NamePoisson, Canary: CanaryNaN, Sigma: 1, Runs: 1200, Seed: 33}.withDefaults()
+	runs := 1200
+	if testing.Short() {
+		runs = 600
+	}
+	cfg, err := Config{Sampler: sampler.NamePoisson, Canary: CanaryNaN, Sigma: 1, Runs: runs, Seed: 33}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
