@@ -167,10 +167,9 @@ func TestDeviceMatchesCPU(t *testing.T) {
 			if devCk.State.OptimizerSteps != cpuCk.State.OptimizerSteps {
 				t.Errorf("optimizer steps %d, CPU %d", devCk.State.OptimizerSteps, cpuCk.State.OptimizerSteps)
 			}
-			if devRes.ParamsDigest == cpuRes.ParamsDigest {
-				// Equal bits would mean the device path silently ran on the CPU.
-				t.Errorf("device and CPU parameters are bit-identical")
-			}
+			// Equal bits are possible and fine: for logistic regression both paths compute the
+			// softmax cross-entropy row by row in float64, and the device name above already
+			// proves the steps ran on the (fake) device.
 			t.Logf("largest parameter difference %.3g (relative to 1 + |w|)", worst)
 		})
 	}

@@ -698,7 +698,7 @@ func (res *Result) finalEpsilon(pv Privacy, charged int) error {
 		res.Epsilon = 0
 		return nil
 	}
-	eps := math.NaN()
+	var eps float64
 	if l := pv.Ledger; l != nil && len(l.Epochs) > 0 && l.Epochs[len(l.Epochs)-1].Steps == charged {
 		eps = l.Epochs[len(l.Epochs)-1].Epsilon
 	} else {
