@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"gorgonia.org/tensor"
 )
@@ -21,25 +22,33 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			cfg := Config{Arch: arch, Dtype: tensor.Float32, PhysicalBatch: 256, Epochs: 1, Clip: 1, Sigma: 1,
 				NonPrivate: mode.nonPrivate, Optimizer: OptimizerConfig{Name: "sgd", LR: 0.1}}
-			if err := cfg.Validate(); err != nil {
-				b.Fatal(err)
-			}
-			r, err := newRun[float32](cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			idx := make([]int, 256)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j := range idx {
-					idx[j] = rng.IntN(ds.N)
-				}
-				if _, err := r.step(ds, idx, i, b.N, 256); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "examples/s")
+			benchSteps(b, cfg, ds, 256)
 		})
 	}
+}
+
+// benchSteps times steps of cfg's run on batches of `batch` indices drawn uniformly from ds,
+// and reports examples per second.
+func benchSteps(b *testing.B, cfg Config, ds *datasets.Dataset, batch int) {
+	b.Helper()
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	r, err := newRun[float32](cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	idx := make([]int, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range idx {
+			idx[j] = rng.IntN(ds.N)
+		}
+		if _, err := r.step(ds, idx, i, b.N, float64(batch)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "examples/s")
 }

@@ -175,26 +175,7 @@ func TestConvSqNormsBound(t *testing.T) {
 // BenchmarkStepCNN: one DP-SGD step of the MNIST CNN (float32, physical batch 64, logical 256).
 func BenchmarkStepCNN(b *testing.B) {
 	arch := nn.CNN([]int{1, 28, 28}, 10, nil, nn.Tanh)
-	ds := randomDataset(arch, 2048, 1)
 	cfg := Config{Arch: arch, Dtype: tensor.Float32, PhysicalBatch: 64, Epochs: 1, Clip: 1, Sigma: 1,
 		Optimizer: OptimizerConfig{Name: "sgd", LR: 0.1}}
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	r, err := newRun[float32](cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	idx := make([]int, 256)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j := range idx {
-			idx[j] = rng.IntN(ds.N)
-		}
-		if _, err := r.step(ds, idx, i, b.N, 256); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(256*b.N)/b.Elapsed().Seconds(), "examples/s")
+	benchSteps(b, cfg, randomDataset(arch, 2048, 1), 256)
 }
