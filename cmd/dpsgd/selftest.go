@@ -64,7 +64,9 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark")
 	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	if _, err := parseFlags(fs, args, stdout, selftestHeader); err != nil {
+	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if draws > 1<<33 {

@@ -264,7 +264,7 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	}
 	if f.nonPrivate {
 		rc.cfg.Sigma = 0
-		return rc, rc.cfg.Validate()
+		return rc, validateConfig(rc)
 	}
 	if f.noise == engine.NoiseBall {
 		return rc, f.resolveBall(rc)
@@ -309,7 +309,7 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	if rc.pv.Ledger, err = accounting.NewLedger(rc.spec, f.delta, rc.pv.Budget); err != nil {
 		return nil, usagef("%v", err)
 	}
-	return rc, rc.cfg.Validate()
+	return rc, validateConfig(rc)
 }
 
 func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
@@ -667,4 +667,13 @@ func archString(a nn.Arch) string {
 		}
 	}
 	return strings.Join(parts, "-")
+}
+
+// validateConfig checks the engine configuration the flags resolved to: every field comes
+// from a flag, so an error is a usage error (exit 2).
+func validateConfig(rc *runConfig) error {
+	if err := rc.cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	return nil
 }

@@ -91,5 +91,5 @@ func (f *trainFlags) resolveBall(rc *runConfig) error {
 	if rc.pv.Ledger, err = accounting.NewLedger(rc.spec, f.delta, rc.pv.Budget); err != nil {
 		return usagef("%v", err)
 	}
-	return rc.cfg.Validate()
+	return validateConfig(rc)
 }
