@@ -47,7 +47,7 @@ fuzz:
 	done
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=2s ./kernels ./engine/...
+	$(GO) test -run='^$$' -bench=. -benchtime=2s ./kernels ./engine/... ./federated ./ageaware
 
 # DP step against non-private step, MLP 784-256-10, batch 256 (the issue's ratio).
 bench-step:

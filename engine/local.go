@@ -14,7 +14,7 @@ import (
 // 2–8: per-example clipping with ghost norms, the clipped sum, Gaussian noise of std σ·C on the
 // sum from the counter-based stream kernels.AddGaussian, normalization by the expected batch
 // size, the optimizer) without a sampler, an epoch loop or an accountant: the caller does the
-// sampling and the privacy accounting. engine/federated uses it for the clients' local
+// sampling and the privacy accounting. Package federated uses it for the clients' local
 // training, where σ differs from client to client and the model is reset to the global one
 // before every participation.
 //

@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	ageng "github.com/dpsgd/dpsgd/ageaware"
 	"github.com/dpsgd/dpsgd/datasets"
-	ageng "github.com/dpsgd/dpsgd/engine/ageaware"
 	"github.com/dpsgd/dpsgd/plots"
 	"github.com/dpsgd/dpsgd/privacy"
 	agepriv "github.com/dpsgd/dpsgd/privacy/ageaware"

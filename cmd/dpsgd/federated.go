@@ -14,8 +14,8 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
-	"github.com/dpsgd/dpsgd/engine/federated"
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/federated"
 	"github.com/dpsgd/dpsgd/privacy/personalized"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"

@@ -33,8 +33,8 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
-	"github.com/dpsgd/dpsgd/engine/federated"
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/federated"
 	"gorgonia.org/tensor"
 )
 

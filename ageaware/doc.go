@@ -118,4 +118,11 @@
 // another, independent one, so the optimal scheme's reported loss is not
 // biased down by its own search. Everything is reproducible from a seed, and
 // long runs take a context.Context.
+//
+// # Role
+//
+// One of the repository's two research studies (with package federated): a
+// simulation built on privacy/ageaware, datasets and kernels, driven by
+// `dpsgd ageaware simulate`. It is not part of the DP-SGD engine, and the
+// engine never imports it (internal/layering checks the import rules).
 package ageaware

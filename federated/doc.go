@@ -14,4 +14,8 @@
 //
 // Local training runs on engine.Learner: the engine's per-example clipping, counter-based
 // Gaussian noise and optimizer. Runs are reproducible from Config.Model.Seed.
+//
+// Role: one of the repository's two research studies (with package ageaware), built on the
+// engine and the privacy packages and driven by `dpsgd federated` and examples/federated_mnist.
+// The engine never imports it (internal/layering checks the import rules).
 package federated
