@@ -15,6 +15,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
@@ -364,7 +365,7 @@ func newDesign(cfg Config) (*design, error) {
 		}
 		sum := 0.0
 		for j := 0; j < cf; j++ {
-			x = splitmix(x)
+			x = seedmix.Next(x)
 			v := 2*float64(x>>11)/(1<<53) - 1
 			row[j] = float32(v)
 			sum += v * float64(j+1)
@@ -405,18 +406,9 @@ func newDesign(cfg Config) (*design, error) {
 	}, nil
 }
 
-// splitmix is the splitmix64 step (Steele, Lea & Flood 2014).
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	z := x
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // runSeed derives run i of world w's seed.
 func runSeed(seed uint64, world, i int) uint64 {
-	return splitmix(splitmix(seed^0xa0d17) ^ uint64(world)<<40 ^ uint64(i))
+	return seedmix.Next(seedmix.Next(seed^0xa0d17) ^ uint64(world)<<40 ^ uint64(i))
 }
 
 // worker is one goroutine's Learner and buffers.
@@ -508,13 +500,13 @@ func (wk *worker) epochLogLR(ys []float64) float64 {
 func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 	d, cfg := wk.d, wk.d.cfg
 	seed := runSeed(cfg.Seed, world, i)
-	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, splitmix(seed^1))
+	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, seedmix.Next(seed^1))
 	if err != nil {
 		return 0, err
 	}
-	noise := splitmix(seed ^ 2)
+	noise := seedmix.Next(seed ^ 2)
 	if d.movesCanary() {
-		wk.moveCanary(int(splitmix(seed^3) % uint64(cfg.N)))
+		wk.moveCanary(int(seedmix.Next(seed^3) % uint64(cfg.N)))
 	}
 	canary := wk.j
 	if err := wk.l.SetParams(wk.zero); err != nil {

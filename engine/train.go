@@ -36,6 +36,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
@@ -290,11 +291,11 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 
 // newRunParams makes the run's initial parameters; build completes the run.
 func newRunParams[T kernels.Float](cfg Config) (*run[T], error) {
-	params, err := nn.NewParams(cfg.Arch, cfg.Dtype, mix(cfg.Seed, 1))
+	params, err := nn.NewParams(cfg.Arch, cfg.Dtype, seedmix.Mix(cfg.Seed, 1))
 	if err != nil {
 		return nil, err
 	}
-	return &run[T]{cfg: cfg, params: params, noise: mix(cfg.Seed, 3)}, nil
+	return &run[T]{cfg: cfg, params: params, noise: seedmix.Mix(cfg.Seed, 3)}, nil
 }
 
 // build makes the noise source, the training graphs (none on the device), the evaluation
@@ -789,12 +790,4 @@ func digest[T kernels.Float](ps [][]T) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// mix derives independent 64-bit seeds from one seed (splitmix64 finalizer).
-func mix(seed, stream uint64) uint64 {
-	z := seed + stream*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }

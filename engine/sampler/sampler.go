@@ -41,6 +41,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 )
 
 // Sampler picks the dataset indices of every logical step of every epoch.
@@ -102,27 +104,15 @@ const (
 	domainAllocation uint64 = 0x616c6c6f63     // "alloc"
 )
 
-// mix64 is the splitmix64 finalizer (Stafford's variant 13), a bijection of
-// uint64 with full avalanche.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
 // streamKey returns the PCG seed of the stream (seed, domain, epoch, step).
-// Each word is absorbed through the bijection mix64, so for a fixed prefix
-// distinct words give distinct keys.
+// Each word is absorbed through the bijection seedmix.Finalize (the splitmix64
+// finalizer), so for a fixed prefix distinct words give distinct keys.
 func streamKey(seed, domain uint64, epoch, step int) (uint64, uint64) {
-	const golden = 0x9e3779b97f4a7c15
-	h := mix64(seed + golden)
-	h = mix64(h ^ domain)
-	h = mix64(h ^ uint64(epoch))
-	h = mix64(h ^ uint64(step) ^ golden)
-	return h, mix64(h + golden)
+	h := seedmix.Next(seed)
+	h = seedmix.Finalize(h ^ domain)
+	h = seedmix.Finalize(h ^ uint64(epoch))
+	h = seedmix.Finalize(h ^ uint64(step) ^ seedmix.Golden)
+	return h, seedmix.Next(h)
 }
 
 // newStream returns the generator of the stream (seed, domain, epoch, step).
