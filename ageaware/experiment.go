@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
@@ -185,7 +186,7 @@ func (p *Problem) Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 	if cfg.Search < SearchAuto || cfg.Search > SearchCoordinate {
 		return nil, fmt.Errorf("ageaware: Search = %d, want SearchAuto, SearchExhaustive or SearchCoordinate: %w", int(cfg.Search), privacy.ErrInvalidArgument)
 	}
-	eval, err := p.Simulate(ctx, cfg.Trials, splitmix64(cfg.Seed^0x6576_616c)) // "eval"
+	eval, err := p.Simulate(ctx, cfg.Trials, seedmix.Next(cfg.Seed^0x6576_616c)) // "eval"
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func (p *Problem) Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 	}
 	var search *Sample
 	if needSearch {
-		search, err = p.Simulate(ctx, searchTrials, splitmix64(cfg.Seed^0x7365_6172_6368)) // "search"
+		search, err = p.Simulate(ctx, searchTrials, seedmix.Next(cfg.Seed^0x7365_6172_6368)) // "search"
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy"
 )
@@ -35,15 +36,6 @@ type Sample struct {
 	w      []float64 // [t·m + k]
 	f      []float64 // [(t·m + k)·(T+1) + a]
 	lap    []float64 // [t·m + k]
-}
-
-// splitmix64 is the finalizer of SplitMix64 (Steele, Lea & Flood 2014), a
-// bijective mixer used to derive independent PCG seeds from (seed, index).
-func splitmix64(x uint64) uint64 {
-	x += 0x9e37_79b9_7f4a_7c15
-	x = (x ^ (x >> 30)) * 0xbf58_476d_1ce4_e5b9
-	x = (x ^ (x >> 27)) * 0x94d0_49bb_1331_11eb
-	return x ^ (x >> 31)
 }
 
 // Simulate draws trials independent runs (see Sample) from seed: the same
@@ -85,7 +77,7 @@ func (p *Problem) Simulate(ctx context.Context, trials int, seed uint64) (*Sampl
 					}
 				}
 				for k, c := range p.clients {
-					rng := rand.New(rand.NewPCG(splitmix64(seed^splitmix64(uint64(t))), splitmix64(uint64(k)+0x5851_f42d_4c95_7f2d)))
+					rng := rand.New(rand.NewPCG(seedmix.Next(seed^seedmix.Next(uint64(t))), seedmix.Next(uint64(k)+0x5851_f42d_4c95_7f2d)))
 					tr := &trs[k]
 					c.gen.Sample(tr, c.init, rng)
 					sums := s.f[(t*m+k)*L : (t*m+k+1)*L]

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 )
 
 func agesKey(ages []int) int {
@@ -226,7 +228,7 @@ func TestRun(t *testing.T) {
 	if fmt.Sprint(r1.Points) != fmt.Sprint(r2.Points) { // NaN fields defeat reflect.DeepEqual
 		t.Error("same seed, different results")
 	}
-	search, _ := p.Simulate(context.Background(), 200, splitmix64(7^0x7365_6172_6368))
+	search, _ := p.Simulate(context.Background(), 200, seedmix.Next(7^0x7365_6172_6368))
 	for _, pt := range r1.Points {
 		if pt.Scheme.Scheduling == SchedRandom {
 			continue

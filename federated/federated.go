@@ -13,6 +13,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy/personalized"
 )
@@ -746,8 +747,8 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 	l.ResetOptimizer()
 	y0 := l.Params(nil)
 	lr := f.cfg.Model.Optimizer.LR
-	rng := rand.New(rand.NewPCG(mix(f.cfg.Model.Seed^batchStream, uint64(n)), uint64(t)))
-	noiseSeed := mix(f.cfg.Model.Seed^noiseStream, uint64(n))
+	rng := rand.New(rand.NewPCG(seedmix.Mix(f.cfg.Model.Seed^batchStream, uint64(n)), uint64(t)))
+	noiseSeed := seedmix.Mix(f.cfg.Model.Seed^noiseStream, uint64(n))
 	sigma := 0.0
 	if f.cfg.Mode == ModeGradient && !f.cfg.Model.NonPrivate {
 		sigma = p.StepSigma
@@ -789,7 +790,7 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 				y[i] *= c / norm
 			}
 		}
-		kernels.AddGaussian(y, p.Sigma*scale, kernels.NoiseKey{Seed: mix(f.cfg.Model.Seed^outputStream, uint64(n)), Step: uint64(t)})
+		kernels.AddGaussian(y, p.Sigma*scale, kernels.NoiseKey{Seed: seedmix.Mix(f.cfg.Model.Seed^outputStream, uint64(n)), Step: uint64(t)})
 	}
 	j.update = y
 	return scratch
@@ -834,12 +835,4 @@ func (f *Federation) report(start time.Time) *Report {
 		rep.Clients = append(rep.Clients, cr)
 	}
 	return rep
-}
-
-// mix derives independent 64-bit seeds from one seed (the splitmix64 finalizer).
-func mix(seed, stream uint64) uint64 {
-	z := seed + stream*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }
