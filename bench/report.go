@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpsgd/dpsgd/internal/atomicfile"
 	"github.com/dpsgd/dpsgd/plots"
 )
 
@@ -135,39 +136,29 @@ func NumPtr(p *float64) string {
 // WriteReport writes r into dir (created if needed): report.md, results.json, results.csv and
 // the figures (PNG and SVG). Every file is first written to a temporary file in dir and
 // synced; only when all are written are they renamed into place, so a failure leaves no
-// partial file behind. r should be rounded (Samplers does it).
+// partial file behind (internal/atomicfile.CommitAll). r should be rounded (Samplers does it).
 func WriteReport(dir string, r *SamplersResult) (err error) {
 	if err := CheckWritable(dir); err != nil {
 		return err
 	}
-	var temps []string // temporary files, renamed to finals[i] at the end
-	var finals []string
+	var files []*atomicfile.Pending // committed together at the end
 	defer func() {
 		if err != nil {
-			for _, t := range temps {
-				os.Remove(t)
+			for _, f := range files {
+				f.Abort()
 			}
 		}
 	}()
 	add := func(name string, data []byte) error {
-		f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+		f, err := atomicfile.Create(filepath.Join(dir, name), 0o644)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnwritable, err)
 		}
-		temps, finals = append(temps, f.Name()), append(finals, filepath.Join(dir, name))
-		if err := f.Chmod(0o644); err != nil {
-			f.Close()
-			return fmt.Errorf("bench: %s: %w", name, err)
-		}
+		files = append(files, f)
 		if _, err := f.Write(data); err != nil {
-			f.Close()
 			return fmt.Errorf("bench: writing %s: %w", name, err)
 		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return fmt.Errorf("bench: syncing %s: %w", name, err)
-		}
-		return f.Close()
+		return nil
 	}
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -203,14 +194,8 @@ func WriteReport(dir string, r *SamplersResult) (err error) {
 			return fmt.Errorf("bench: figure %s: %w", name, err)
 		}
 	}
-	for i, t := range temps {
-		if err := os.Rename(t, finals[i]); err != nil {
-			return fmt.Errorf("bench: renaming %s: %w", finals[i], err)
-		}
-	}
-	if d, err := os.Open(dir); err == nil { // make the renames durable
-		_ = d.Sync()
-		d.Close()
+	if err := atomicfile.CommitAll(files...); err != nil {
+		return fmt.Errorf("bench: writing the report: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dpsgd/dpsgd/internal/atomicfile"
 )
 
 // RemoteFile is one file of a published dataset: its name (a plain file name, no directory),
@@ -164,7 +166,8 @@ func Fetch(ctx context.Context, client *http.Client, baseURL, cacheDir string, f
 	return nil
 }
 
-// download fetches url into a temporary file next to dst, verifies it and renames it to dst.
+// download fetches url into a temporary file next to dst, verifies it and renames it to dst
+// (internal/atomicfile: synced first, and the directory after).
 func download(ctx context.Context, client *http.Client, url, dst string, f RemoteFile) (err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -178,14 +181,13 @@ func download(ctx context.Context, client *http.Client, url, dst string, f Remot
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("datasets: download %s: HTTP status %q, want 200 OK", url, resp.Status)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+f.Name+".part-*")
+	tmp, err := atomicfile.Create(dst, 0o644)
 	if err != nil {
 		return fmt.Errorf("datasets: download %s: %w", url, err)
 	}
 	defer func() {
 		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			tmp.Abort()
 		}
 	}()
 	h := sha256.New()
@@ -206,16 +208,7 @@ func download(ctx context.Context, client *http.Client, url, dst string, f Remot
 	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, f.SHA256) {
 		return fmt.Errorf("datasets: download %s: %w: sha256 %s, want %s", url, ErrChecksum, got, strings.ToLower(f.SHA256))
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("datasets: download %s: %w", url, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("datasets: download %s: %w", url, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("datasets: download %s: %w", url, err)
-	}
-	if err = os.Rename(tmp.Name(), dst); err != nil {
+	if err = tmp.Commit(); err != nil {
 		return fmt.Errorf("datasets: download %s: %w", url, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/internal/atomicfile"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
@@ -323,19 +324,19 @@ func TestWriteAtomic(t *testing.T) {
 	c2.Params[0][0] = 42
 	for _, tc := range []struct {
 		name string
-		f    func(dir, pattern string) (file, error)
+		f    func(dir, pattern string) (atomicfile.File, error)
 		want error
 	}{
-		{"disk full", func(dir, pattern string) (file, error) {
+		{"disk full", func(dir, pattern string) (atomicfile.File, error) {
 			f, err := os.CreateTemp(dir, pattern)
 			return &faultyFile{File: f, limit: 100}, err
 		}, syscall.ENOSPC},
-		{"sync", func(dir, pattern string) (file, error) {
+		{"sync", func(dir, pattern string) (atomicfile.File, error) {
 			f, err := os.CreateTemp(dir, pattern)
 			return &faultyFile{File: f, limit: 1 << 30, failSync: true}, err
 		}, syscall.EIO},
 	} {
-		err := write(path, c2, tc.f)
+		err := write(path, c2, atomicfile.Writer{CreateTemp: tc.f})
 		if !errors.Is(err, ErrWrite) || !errors.Is(err, tc.want) {
 			t.Fatalf("%s: err = %v, want ErrWrite wrapping %v", tc.name, err, tc.want)
 		}

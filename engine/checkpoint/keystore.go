@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dpsgd/dpsgd/internal/atomicfile"
 )
 
 // The key store keeps what a checkpoint must not hold: one 256-bit secret per run, and the
@@ -161,8 +163,8 @@ func (s *KeyStore) NewRun() (*RunKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKeyStore, err)
 	}
-	// os.CreateTemp makes the temporary file with mode 0600, which the rename keeps.
-	if err := writeAtomic(filepath.Join(rd, "secret"), append(data, '\n'), osCreateTemp); err != nil {
+	// Mode 0600: Load refuses a key file readable by others.
+	if err := atomicfile.WriteFile(filepath.Join(rd, "secret"), append(data, '\n'), 0o600); err != nil {
 		return nil, fmt.Errorf("%w: writing the run key: %w", ErrKeyStore, err)
 	}
 	return k, nil
