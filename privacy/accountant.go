@@ -20,11 +20,11 @@ const (
 // guarantee holds for one relation, and reports say which.
 const (
 	// AdjacencyAddRemove: the datasets differ by adding or removing one
-	// record (Poisson sampling, privacy-math.md §8b).
+	// record (Poisson sampling; Mironov, Talwar & Zhang 2019).
 	AdjacencyAddRemove = "add/remove one"
 	// AdjacencyZeroOut: one record is replaced by a ghost whose clipped
 	// gradient is zero, the dataset size staying public (shuffling and
-	// random allocation, privacy-math.md §2 and §8d).
+	// random allocation; Chua et al. 2024).
 	AdjacencyZeroOut = "zero-out"
 )
 
@@ -40,7 +40,7 @@ var (
 	// where a proven guarantee is required.
 	ErrNotCertified = errors.New("accountant is an approximation, not a guarantee")
 	// ErrOutOfRegime is wrapped when a bound is used outside the conditions
-	// under which it is proven (for example seed 002's Theorem 4.1 needs
+	// under which it is proven (for example van Dijk & Ertan's Theorem 4.1 needs
 	// σ ≥ √(3/ln M) and M ≥ 3); the message names the condition.
 	ErrOutOfRegime = errors.New("outside the proven regime of the bound")
 )
@@ -90,7 +90,7 @@ func IsLowerBound(a Accountant) bool {
 }
 
 // Budget is a target (ε, δ). A total-variation target t is the budget
-// (0, t): d_TV ≤ t is exactly (0, t)-DP (privacy-math.md §8c).
+// (0, t): d_TV ≤ t is exactly (0, t)-DP (Dong, Roth & Su 2019).
 type Budget struct {
 	Epsilon float64 `json:"epsilon"`
 	Delta   float64 `json:"delta"`

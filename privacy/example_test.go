@@ -30,7 +30,8 @@ func ExampleNewPoissonRDP() {
 	// Output: classic ε = 2.92
 }
 
-// μ-GDP to (ε, δ): the values of privacy-math.md §8a.
+// μ-GDP to (ε, δ): δ(ε) of Dong, Roth & Su 2019, Cor. 2.13, solved for ε
+// (reference values computed independently).
 func ExampleGaussianEpsilon() {
 	for _, mu := range []float64{0.5, 1, 2} {
 		eps, err := privacy.GaussianEpsilon(mu, 1e-5)

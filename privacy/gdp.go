@@ -9,7 +9,7 @@ import (
 )
 
 // GaussianDelta returns δ(ε) of μ-GDP, the smallest δ for which a μ-GDP
-// mechanism is (ε, δ)-DP (privacy-math.md §8a; Dong, Roth & Su 2019
+// mechanism is (ε, δ)-DP (Dong, Roth & Su 2019
 // Cor. 2.13; tf_privacy delta_eps_mu):
 //
 //	δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2).
@@ -28,7 +28,7 @@ func GaussianDelta(mu, eps float64) (float64, error) {
 }
 
 // GaussianEpsilon returns the smallest ε ≥ 0 with δ(ε) ≤ delta for μ-GDP
-// (privacy-math.md §8a): δ(ε) decreases in ε, so ε is found by bisection on
+// (Dong, Roth & Su 2019): δ(ε) decreases in ε, so ε is found by bisection on
 // ln δ(ε) − ln delta in [0, μ(μ/2 − Φ⁻¹(δ))] (at the right end
 // δ(ε) ≤ Φ(μ/2 − ε/μ) = delta), to 1e-12 relative; the returned end has
 // δ(ε) ≤ delta. μ = +Inf gives +Inf.
@@ -85,8 +85,8 @@ func checkMu(mu float64) error {
 
 // GaussianEpochs is the amplification-free accountant for samplers that use
 // each example at most once per epoch: shuffling (fixed batches from a
-// permutation) and random allocation (privacy-math.md §8d "deterministic
-// batches", §10 item 1; Chua et al. 2024).
+// permutation) and random allocation (the deterministic-batches case of
+// Chua et al. 2024).
 //
 // Under zero-out adjacency the differing record moves the clipped sum of at
 // most one step per epoch by at most C, and the noise there is N(0, σ²C²), so
@@ -162,7 +162,7 @@ func (g *GaussianEpochs) Delta(steps int, eps float64) (float64, error) {
 }
 
 // GDPCLT is the Gaussian-DP central-limit approximation for Poisson sampling
-// of Bu, Dong, Long & Su 2019 (privacy-math.md §8a; tf_privacy
+// of Bu, Dong, Long & Su 2019 (tf_privacy
 // compute_mu_poisson): after T steps the run is approximately μ-GDP with
 //
 //	μ = q √(T (e^{1/σ²} − 1)).

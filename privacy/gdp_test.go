@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// TestGaussianEpsilonPublished: privacy-math.md §8a, μ = 0.5, 1, 2 →
+// TestGaussianEpsilonPublished: Dong, Roth & Su's δ(ε) solved independently, μ = 0.5, 1, 2 →
 // ε(1e-5) = 1.9931, 4.3772, 9.9973.
 func TestGaussianEpsilonPublished(t *testing.T) {
 	for _, c := range [][2]float64{{0.5, 1.9931}, {1, 4.3772}, {2, 9.9973}} {

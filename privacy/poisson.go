@@ -7,7 +7,7 @@ import (
 
 // PoissonRDP is the RDP accountant of DP-SGD with Poisson sampling (each
 // example in each step independently with probability q) and Gaussian noise
-// of multiplier σ (privacy-math.md §8b). The per-step RDP curve is computed
+// of multiplier σ (Mironov, Talwar & Zhang 2019). The per-step RDP curve is computed
 // once at construction; Epsilon and Delta then cost one pass over the orders.
 // A PoissonRDP is immutable and safe for concurrent use.
 type PoissonRDP struct {

@@ -47,7 +47,7 @@ func checkOrders(orders []float64) error {
 // PoissonGaussianRDP returns the per-step Rényi DP ε_RDP(α) of the
 // Poisson-subsampled Gaussian mechanism (sampling rate q, noise multiplier σ,
 // sensitivity 1, add/remove adjacency) at each order α of orders
-// (privacy-math.md §8b; Mironov, Talwar & Zhang 2019, "Rényi Differential
+// (Mironov, Talwar & Zhang 2019, "Rényi Differential
 // Privacy of the Sampled Gaussian Mechanism", §3.3):
 //
 //	ε_RDP(α) = ln A_α / (α − 1),  A_α = E_{z∼N(0,σ²)}[(1 − q + q·e^{(2z−1)/(2σ²)})^α].
@@ -97,8 +97,8 @@ func rdpPoissonGaussian(q, sigma, alpha float64) float64 {
 	return r
 }
 
-// logAInt returns ln A_α for integer α ≥ 2 and 0 < q < 1 (privacy-math.md
-// §8b): A_α = Σ_{k=0}^{α} C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/(2σ²)}.
+// logAInt returns ln A_α for integer α ≥ 2 and 0 < q < 1 (Mironov,
+// Talwar & Zhang 2019): A_α = Σ_{k=0}^{α} C(α,k)(1−q)^{α−k} q^k e^{(k²−k)/(2σ²)}.
 //
 // Since Σ_k C(α,k)(1−q)^{α−k}q^k = 1 and the k = 0, 1 exponents vanish,
 //
@@ -144,7 +144,7 @@ const (
 const fracMaxTerms = 1 << 18
 
 // logAFrac returns ln A_α for fractional α > 1 and 0 < q < 1 by the two-series
-// formula of Mironov, Talwar & Zhang 2019 §3.3 (privacy-math.md §8b). Split the
+// formula of Mironov, Talwar & Zhang 2019 §3.3. Split the
 // integral defining A_α at z₀ = σ² ln(1/q − 1) + 1/2, where q·e^{(2z−1)/(2σ²)}
 // = 1 − q, and expand the binomial on each side:
 //
@@ -215,7 +215,7 @@ func logAFrac(q, sigma, alpha float64) float64 {
 
 // RDPToEpsilon converts an RDP curve (rdp[i] at orders[i], already composed
 // over all steps) to ε for a target δ with the improved conversion of Balle,
-// Barthe, Gaboardi, Hsu & Sato 2020, Thm 21 (privacy-math.md §8b; the form in
+// Barthe, Gaboardi, Hsu & Sato 2020, Thm 21 (the form in
 // Opacus get_privacy_spent and dp_accounting):
 //
 //	ε = min_α [ ε_RDP(α) + ln((α−1)/α) − (ln δ + ln α)/(α − 1) ].
@@ -252,8 +252,8 @@ func RDPToEpsilon(orders, rdp []float64, delta float64) (eps, order float64, err
 	return math.Max(eps, 0), order, nil
 }
 
-// RDPToEpsilonClassic is the classic conversion of Mironov 2017, Prop. 3
-// (privacy-math.md §8b): ε = min_α [ε_RDP(α) + ln(1/δ)/(α − 1)]. It is never
+// RDPToEpsilonClassic is the classic conversion of Mironov 2017, Prop. 3:
+// ε = min_α [ε_RDP(α) + ln(1/δ)/(α − 1)]. It is never
 // smaller than RDPToEpsilon and is kept for comparison with published numbers.
 func RDPToEpsilonClassic(orders, rdp []float64, delta float64) (eps, order float64, err error) {
 	if err := checkCurve(orders, rdp); err != nil {

@@ -122,11 +122,11 @@ func TestRDPPublished(t *testing.T) {
 	}
 }
 
-// TestPrivacyMath8b: privacy-math.md §8b sanity numbers (q = 0.01, σ = 1,
+// TestSanityNumbersPoissonRDP: independently computed sanity numbers (q = 0.01, σ = 1,
 // T = 10⁴, δ = 1e-5, integer orders 2..256): classic 7.469 at α = 4, improved
 // 6.719 at α = 4, GDP-CLT 6.007 (μ = 1.3108). The RDP values they rest on are
 // checked against quadrature above.
-func TestPrivacyMath8b(t *testing.T) {
+func TestSanityNumbersPoissonRDP(t *testing.T) {
 	var orders []float64
 	for a := 2; a <= 256; a++ {
 		orders = append(orders, float64(a))

@@ -4,8 +4,8 @@
 // sampler), and keeps a run's accounting state as a small JSON ledger that
 // checkpoints carry and from which the accountant is rebuilt.
 //
-// What may be claimed for which sampler follows DESIGN.md ("Samplers and what
-// may be claimed") and privacy-math.md §2, §8d and §10:
+// What may be claimed for which sampler follows docs/accounting.md ("Which
+// statement for which sampler"):
 //
 //	sampler            method          statement
 //	poisson            pld (default)   guarantee (add/remove), pessimistic PLD
@@ -15,17 +15,17 @@
 //	shuffle            gdp (default)   guarantee (zero-out): each epoch one Gaussian mechanism
 //	shuffle            lower           lower bound (Chua et al. 2024): the true ε is at least this
 //	shuffle            rdp, pld        what Poisson accounting would claim: NOT valid for shuffling
-//	allocation         exact (default) guarantee (zero-out), seed 002's Gaussian pair
+//	allocation         exact (default) guarantee (zero-out), van Dijk & Ertan's Gaussian pair
 //	allocation         chisq           guarantee, total variation only
 //	allocation         berry-esseen    guarantee in its regime (σ ≥ √(3/ln M), M ≥ 3), loose
 //	allocation         rdp             guarantee, Rényi DP of the Gaussian pair
 //	allocation         deterministic   guarantee, amplification-free (as shuffle's gdp)
-//	allocation         gdp             asymptotic μ-GDP of seed 002 Theorem 5.2: approximation
+//	allocation         gdp             asymptotic μ-GDP of van Dijk & Ertan's Thm 5.2: approximation
 //
-// With Spec.Mechanism = "ball" (noise drawn uniformly from a d-ball, seed 004,
-// privacy-math.md §13) the one method is ball-tv, a (0, δ) guarantee, for the
+// With Spec.Mechanism = "ball" (noise drawn uniformly from a d-ball, Tholeti's
+// perturbed gradient descent) the one method is ball-tv, a (0, δ) guarantee, for the
 // samplers shuffle and allocation (zero-out), poisson (add/remove) and uniform
-// (seed 004's one example drawn per step, replace one); see ball.Accountant.
+// (Tholeti's one example drawn per step, replace one); see ball.Accountant.
 // An empty Mechanism is "gaussian", and a Gaussian Spec's JSON is unchanged.
 package accounting
 
@@ -59,7 +59,7 @@ const (
 // Noise mechanisms (Spec.Mechanism).
 const (
 	MechanismGaussian = "gaussian" // the default; also written as ""
-	MechanismBall     = "ball"     // uniform in a d-ball (seed 004)
+	MechanismBall     = "ball"     // uniform in a d-ball (Tholeti)
 )
 
 // Kind is the kind of statement an accountant makes.
@@ -189,7 +189,7 @@ type Spec struct {
 	// Rounds is M, the steps per epoch; required for shuffle and allocation.
 	Rounds int `json:"rounds,omitempty"`
 	// DatasetSize and MaxBatch describe truncated Poisson sampling; DatasetSize
-	// is also N, the points seed 004's uniform sampler draws from (ball).
+	// is also N, the points Tholeti's uniform sampler draws from (ball).
 	DatasetSize int `json:"dataset_size,omitempty"`
 	MaxBatch    int `json:"max_batch,omitempty"`
 	// Mechanism is the noise: "" or "gaussian" (σ), or "ball" (uniform in a
@@ -381,7 +381,7 @@ func (a assumedPoisson) Name() string      { return a.Accountant.Name() + " (ass
 func (a assumedPoisson) Sampler() string   { return a.sampler }
 func (a assumedPoisson) Approximate() bool { return true }
 
-// asymptoticGDP is seed 002's Theorem 5.2 (privacy-math.md §5): after E epochs
+// asymptoticGDP is van Dijk & Ertan's Theorem 5.2: after E epochs
 // of M rounds, random allocation is asymptotically μ-GDP with
 // μ = √(E/M)·√(e^{1/σ²} − 1) (the same μ as Poisson's central limit theorem).
 // It is a limit statement, not a bound at finite M: Approximate() is true.

@@ -102,8 +102,8 @@ func TestAssumedPoissonIsPoisson(t *testing.T) {
 	}
 }
 
-// TestAsymptoticGDPMatchesCLT: seed 002's Theorem 5.2 μ equals the Poisson
-// central-limit μ with q = 1/M and T = E·M (privacy-math.md §8a).
+// TestAsymptoticGDPMatchesCLT: van Dijk & Ertan's Theorem 5.2 μ equals the Poisson
+// central-limit μ with q = 1/M and T = E·M (Bu et al. 2019).
 func TestAsymptoticGDPMatchesCLT(t *testing.T) {
 	for _, c := range []struct {
 		sigma  float64

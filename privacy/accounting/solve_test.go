@@ -9,7 +9,7 @@ import (
 )
 
 // TestSolveSigmaAnchor: dp_accounting's get_smallest_subsampled_gaussian_noise
-// (ε = 1, δ = 1e-5, q = 0.01, one step) = 0.67379294682 (anchors.md §4). PLD
+// (ε = 1, δ = 1e-5, q = 0.01, one step) = 0.67379294682. PLD
 // is tight to its discretization; RDP, loose for a single step, needs more
 // noise (never less).
 func TestSolveSigmaAnchor(t *testing.T) {
@@ -59,11 +59,12 @@ func TestSolveSigmaBracket(t *testing.T) {
 	}
 }
 
-// TestSolveRoundsSeed002 reproduces privacy-math.md §4.2/§4.3/§9: at σ = 1 and
+// TestSolveRoundsWorkedExample reproduces van Dijk & Ertan's worked example and
+// independently computed values: at σ = 1 and
 // a TV target of 0.01 over one epoch, Berry–Esseen needs M ≈ 1.1401·10⁶, the
 // chi-square bound M = 4,296 (the closed form ⌈(e−1)/(4·0.01²)⌉), the exact
 // TV M = 2,730.
-func TestSolveRoundsSeed002(t *testing.T) {
+func TestSolveRoundsWorkedExample(t *testing.T) {
 	target := privacy.Budget{Epsilon: 0, Delta: 0.01}
 	for _, c := range []struct {
 		method string

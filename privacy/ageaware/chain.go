@@ -33,7 +33,7 @@ type Chain struct {
 // negative, NaN or infinite, has a row whose sum is off 1 by more than
 // RowSumTol, or is reducible (some state cannot reach another: then the
 // stationary law is not unique or not positive, and the reverse chain of
-// privacy-math.md §12 is undefined). Rows within RowSumTol of 1 are rescaled
+// Lin et al. is undefined). Rows within RowSumTol of 1 are rescaled
 // to sum to 1.
 func NewChain(rows [][]float64) (*Chain, error) {
 	n := len(rows)
@@ -177,7 +177,7 @@ func (c *Chain) Stationary() []float64 { return append([]float64(nil), c.pi...) 
 
 // Reversible reports whether the chain satisfies detailed balance,
 // π(x)P(x, y) = π(y)P(y, x), to a relative 1e-9. Birth–death chains, such as
-// seed 003's, are reversible; a reversible chain has real eigenvalues and
+// Lin et al.'s, are reversible; a reversible chain has real eigenvalues and
 // equals its own reverse chain.
 func (c *Chain) Reversible() bool { return c.reversible }
 
@@ -245,7 +245,7 @@ func (c *Chain) Power(t int) ([][]float64, error) {
 	return rowsOf(c.n, c.power(t)), nil
 }
 
-// Reverse returns the t-step reverse chain of seed 003 (privacy-math.md §12),
+// Reverse returns the t-step reverse chain of Lin et al. (docs/ageaware.md),
 //
 //	P̂_t(x, y) = π(y)·Pᵗ(y, x)/π(x),
 //
@@ -267,7 +267,7 @@ func (c *Chain) Reverse(t int) ([][]float64, error) {
 }
 
 // Delta returns the exact Δ(t) = max_{x,x'} d_TV(P̂_t(x,·), P̂_t(x',·)) of
-// Proposition 1 (privacy-math.md §12), d_TV being half the ℓ1 distance.
+// Proposition 1 (Lin et al.), d_TV being half the ℓ1 distance.
 // Δ(0) = 1 for a chain with at least two states, Δ is non-increasing in t,
 // and it tends to 0 for an aperiodic chain. An age t < 0 is an error.
 func (c *Chain) Delta(t int) (float64, error) {

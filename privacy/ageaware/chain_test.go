@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// birthDeath is seed 003's 4-state chain (Section IV).
+// birthDeath is Lin et al.'s 4-state chain (Section IV).
 func birthDeath(p, q float64) [][]float64 {
 	return [][]float64{
 		{1 - p - q, p + q, 0, 0},
@@ -256,7 +256,7 @@ func TestDeltaBelowSpectralBound(t *testing.T) {
 		check("Metropolis", c)
 	}
 	for _, pq := range [][2]float64{{0.1, 0.2}, {0.2, 0.1}, {0.4, 0.4}} {
-		check("seed 003", mustChain(t, birthDeath(pq[0], pq[1])))
+		check("Lin et al. birth–death", mustChain(t, birthDeath(pq[0], pq[1])))
 	}
 }
 

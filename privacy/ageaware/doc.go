@@ -1,7 +1,7 @@
 // Package ageaware computes age-dependent differential privacy for data that
-// follow a finite Markov chain (seed 003, Lin, Lin, Hsu & Huang, "Age aware
-// scheduling for differentially-private federated learning"; formulas in
-// privacy-math.md §12; the notion is Zhang, Wei, Berry & Huang, "Age-dependent
+// follow a finite Markov chain (Lin, Lin, Hsu & Huang, "Age aware scheduling
+// for differentially-private federated learning", cited as Lin et al.; see
+// docs/ageaware.md; the notion is Zhang, Wei, Berry & Huang, "Age-dependent
 // differential privacy", IEEE Trans. IT 2024, cited as [12] below).
 //
 // A client whose records follow a stationary chain P with stationary law π
@@ -13,8 +13,8 @@
 //
 // and Δ(t) = max_{x,x'} d_TV(P̂_t(x,·), P̂_t(x',·)), the mechanism is
 // ε(t, ε_c)-age-dependent DP with ε(t, ε_c) = ln(1 + Δ(t)(e^{ε_c} − 1))
-// (Proposition 1 of the seed, [12, Th. 1]). Inverting it gives the adaptive
-// noise level of the seed's eq. 4: ε_c = ln((e^{ε̄} − 1)/Δ(t) + 1) meets a
+// (Proposition 1 of Lin et al., [12, Th. 1]). Inverting it gives the adaptive
+// noise level of Lin et al.'s eq. 4: ε_c = ln((e^{ε̄} − 1)/Δ(t) + 1) meets a
 // target ε̄ with data of age t, and is +Inf (no noise at all) when Δ(t) = 0.
 //
 // [Chain] validates a transition matrix (square, finite, non-negative, rows

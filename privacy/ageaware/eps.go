@@ -15,8 +15,8 @@ func checkDelta(delta float64) error {
 }
 
 // Epsilon returns the age-dependent privacy level of an ε_c-DP mechanism
-// applied to data whose Δ(t) is delta (Proposition 1 of seed 003, [12, Th. 1];
-// privacy-math.md §12):
+// applied to data whose Δ(t) is delta (Proposition 1 of Lin, Lin, Hsu & Huang,
+// [12, Th. 1]):
 //
 //	ε(t, ε_c) = ln(1 + Δ(t)·(e^{ε_c} − 1)),
 //
@@ -45,8 +45,8 @@ func Epsilon(delta, epsC float64) (float64, error) {
 
 // AdaptiveEpsC returns the classical privacy level ε_c that a client with
 // data of age t, Δ(t) = delta, may use so that its release is ε̄-age-dependent
-// DP: the inverse of Proposition 1 in ε_c, seed 003's eq. 4
-// (privacy-math.md §12),
+// DP: the inverse of Proposition 1 in ε_c, Lin et al.'s
+// eq. 4,
 //
 //	ε_c = ln((e^{ε̄} − 1)/Δ(t) + 1),
 //
@@ -77,7 +77,7 @@ func AdaptiveEpsC(delta, epsBar float64) (epsC float64, noiseFree bool, err erro
 
 // LaplaceScale returns the scale η = s/ε_c of the Laplace mechanism, density
 // (1/(2η))·e^{−|x|/η} per coordinate, that makes a function of ℓ1-sensitivity
-// s ε_c-DP (seed 003, Section III-B; privacy-math.md §12). ε_c = +Inf gives 0
+// s ε_c-DP (Lin et al., Section III-B). ε_c = +Inf gives 0
 // (no noise). s must be finite and ≥ 0, ε_c > 0.
 func LaplaceScale(sensitivity, epsC float64) (float64, error) {
 	if math.IsNaN(sensitivity) || math.IsInf(sensitivity, 0) || sensitivity < 0 {

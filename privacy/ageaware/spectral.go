@@ -53,8 +53,8 @@ func (c *Chain) AbsSpectralGamma() (float64, error) {
 	return math.Min(g, 1), nil
 }
 
-// SpectralBound returns the upper bound on Δ(t) used in seed 003's Section IV
-// ([12, Prop. 5]; privacy-math.md §12):
+// SpectralBound returns the upper bound on Δ(t) used in Lin et al.'s Section IV
+// ([12, Prop. 5]):
 //
 //	Δ(t) ≤ min{1, max_x √((1 − π(x))/π(x)) · γ*ᵗ}.
 //

@@ -19,7 +19,7 @@ func tvEpsilon(name string, tv, delta float64) (float64, error) {
 }
 
 // ChiSquareAccountant is the certified chi-square accountant of random
-// allocation (privacy-math.md §6.1): after E = ⌈steps/M⌉ epochs the run is
+// allocation (Ertan & van Dijk 2026, Prop. 3.1): after E = ⌈steps/M⌉ epochs the run is
 // (0, U(c_E))-DP, U(c_E) = ChiSquareTV(σ, M, E), hence (ε, U(c_E))-DP for
 // every ε ≥ 0. It is a total-variation statement only. Immutable; safe for
 // concurrent use.
@@ -89,8 +89,8 @@ func (a *ChiSquareAccountant) Epsilon(steps int, delta float64) (float64, error)
 	return tvEpsilon("chi-square", tv, delta)
 }
 
-// BerryEsseenAccountant is seed 002's Theorem 4.1 as an accountant
-// (privacy-math.md §4.2, RECONSTRUCTED; a loose comparison, 10–20× above
+// BerryEsseenAccountant is van Dijk & Ertan's Theorem 4.1 as an accountant
+// (as reconstructed in BerryEsseenDelta1; a loose comparison, 10–20× above
 // the exact TV): after E epochs the run is (0, δ_E)-DP with
 // δ_E = BerryEsseenDelta(σ, M, E, ρ). Immutable; safe for concurrent use.
 type BerryEsseenAccountant struct {
@@ -165,7 +165,7 @@ func (a *BerryEsseenAccountant) Epsilon(steps int, delta float64) (float64, erro
 }
 
 // RDPAccountant is the Rényi-DP accountant of random allocation
-// (privacy-math.md §6.3): the per-epoch curve RDP(σ, M, orders) (the max of
+// (see RDP): the per-epoch curve RDP(σ, M, orders) (the max of
 // the exact remove direction and a proven bound on the add direction) is
 // computed once at construction (≈ 30 ms for orders up to 256); E epochs
 // give E times it, converted with privacy.RDPToEpsilon / RDPToDelta.

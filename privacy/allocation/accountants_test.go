@@ -55,7 +55,7 @@ func TestAccountantsInterface(t *testing.T) {
 
 // TestTVAccountants: Delta equals the closed forms at E = ⌈steps/M⌉ for
 // every ε, Epsilon is 0 or ErrUnreachable, monotone in σ and steps, and
-// the chi-square bound is far below Berry–Esseen (§4.3).
+// the chi-square bound is far below Berry–Esseen.
 func TestTVAccountants(t *testing.T) {
 	const m = 1000
 	c, _ := NewChiSquareAccountant(1, m)

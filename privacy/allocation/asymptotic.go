@@ -11,9 +11,9 @@ func asymCheck(sigma, c float64) bool {
 	return checkSigma(sigma) == nil && c >= 0 && !math.IsInf(c, 1)
 }
 
-// MuAllocation returns seed 002's asymptotic Gaussian-DP parameter of
-// random allocation (Thm 5.2 of v1 = Thm 4.2 of v3, privacy-math.md §5;
-// CONFIRMED via the later paper): if E/M → c², the E-epoch trade-off curve
+// MuAllocation returns van Dijk & Ertan's asymptotic Gaussian-DP parameter of
+// random allocation (Thm 5.2 of v1 = Thm 4.2 of v3; Ertan & van Dijk 2026, Thm
+// 3.5, prove it is the exact limit): if E/M → c², the E-epoch trade-off curve
 // tends to G_μ with
 //
 //	μ = c·√(e^{1/σ²} − 1),
@@ -32,9 +32,9 @@ func MuAllocation(sigma, c float64) float64 {
 	return c * math.Exp(0.5*numeric.LogExpm1(1/(sigma*sigma)))
 }
 
-// MuSubsampled returns the comparison curve of seed 002's Figure 2, the
+// MuSubsampled returns the comparison curve of van Dijk & Ertan's Figure 2, the
 // μ of DRS's CLT for uniform subsampling (tf_privacy compute_mu_uniform;
-// privacy-math.md §5, attribution RECONSTRUCTED):
+// the attribution to DRS is ours):
 //
 //	μ_sub = √2·c·√(E[(Y−1)_+²]) = √2·c·√(e^{1/σ²}Φ(3/(2σ)) + 3Φ(−1/(2σ)) − 2).
 //
@@ -52,7 +52,7 @@ func MuSubsampled(sigma, c float64) float64 {
 }
 
 // asymLogPosSecond returns ln E[(Y−1)_+²] for Y = e^{tX − t²/2}, t² = t2
-// (privacy-math.md §3, RECONSTRUCTED closed form
+// (closed form derived here, checked by quadrature in the tests:
 // e^{t²}Φ(3t/2) + 3Φ(−t/2) − 2). With v = t/(2√2) it equals
 //
 //	½(e^{t²} − 1) + ½e^{t²} erf(3v) − (3/2) erf(v)   (t ≤ 1; terms O(t), result ≈ t²/2),

@@ -6,7 +6,7 @@ import (
 )
 
 // TestPosSecondQuadrature checks E[(Y−1)_+²] against numerical integration
-// (privacy-math.md §3 closed form) on every branch.
+// (asymLogPosSecond's closed form) on every branch.
 func TestPosSecondQuadrature(t *testing.T) {
 	for _, sigma := range []float64{0.3, 0.5, 0.99, 1, 1.01, 2, 10, 100} {
 		tt := 1 / sigma
@@ -27,8 +27,8 @@ func TestPosSecondQuadrature(t *testing.T) {
 	}
 }
 
-// TestMuRatio: μ_sub/μ_alloc → √2 (σ → 0) and → 1 (σ → ∞), decreasing, the
-// published values of privacy-math.md §5, and = (1+√2)/2 at σ ≈ 1.66801.
+// TestMuRatio: μ_sub/μ_alloc → √2 (σ → 0) and → 1 (σ → ∞), decreasing, values
+// computed independently, and = (1+√2)/2 at σ ≈ 1.66801.
 func TestMuRatio(t *testing.T) {
 	ratio := func(s float64) float64 { return MuSubsampled(s, 1) / MuAllocation(s, 1) }
 	for s, want := range map[float64]float64{0.2: math.Sqrt2, 1: 1.3046, 1.5: 1.2259, 2: 1.1775, 10: 1.0391, 100: 1.0040} {
@@ -64,7 +64,7 @@ func TestMuRatio(t *testing.T) {
 
 func TestMuValues(t *testing.T) {
 	// μ = c√(e^{1/σ²} − 1) equals the Poisson CLT μ = p√(T(e^{1/σ²}−1)) with
-	// p = 1/M, T = E·M, c = √(E/M) (privacy-math.md §8a).
+	// p = 1/M, T = E·M, c = √(E/M) (Bu et al. 2019).
 	e, m, s := 30.0, 1000.0, 1.3
 	want := (1 / m) * math.Sqrt(e*m*math.Expm1(1/(s*s)))
 	if got := MuAllocation(s, math.Sqrt(e/m)); !cfRelClose(got, want, 1e-12) {

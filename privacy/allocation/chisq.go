@@ -12,7 +12,7 @@ import (
 const chisqMaxEpochs = 1 << 53
 
 // chisqLogStep returns ln(1 + b/M), the per-epoch ln(1 + χ²(Q_M‖P_M)),
-// b = e^{1/σ²} − 1 (privacy-math.md §6.1, Prop. 3.1), without overflow:
+// b = e^{1/σ²} − 1 (Ertan & van Dijk 2026, Prop. 3.1), without overflow:
 // ln(1 + e^{ln b − ln M}).
 func chisqLogStep(sigma float64, rounds int) float64 {
 	return numeric.Softplus(numeric.LogExpm1(1/(sigma*sigma)) - math.Log(float64(rounds)))
@@ -25,7 +25,7 @@ func chisqC(logStep float64, epochs int) float64 {
 }
 
 // chisqU returns U(c), the total-variation bound given χ² ≤ c
-// (Sason–Verdú; privacy-math.md §6.1): ½√c for c ≤ 1, c/(1+c) above.
+// (Sason–Verdú; Ertan & van Dijk 2026): ½√c for c ≤ 1, c/(1+c) above.
 func chisqU(c float64) float64 {
 	if c <= 1 {
 		return 0.5 * math.Sqrt(c)
@@ -33,8 +33,8 @@ func chisqU(c float64) float64 {
 	return 1 / (1 + 1/c)
 }
 
-// chisqTarget returns c_λ, the largest χ² with U(c) ≤ λ (privacy-math.md
-// §6.1, Cor. 3.4): 4λ² for λ ≤ ½, λ/(1−λ) above.
+// chisqTarget returns c_λ, the largest χ² with U(c) ≤ λ (Ertan & van
+// Dijk 2026, Cor. 3.4): 4λ² for λ ≤ ½, λ/(1−λ) above.
 func chisqTarget(tv float64) float64 {
 	if tv <= 0.5 {
 		return 4 * tv * tv
@@ -44,7 +44,7 @@ func chisqTarget(tv float64) float64 {
 
 // ChiSquare returns c_E = χ²(Q_M^{⊗E}‖P_M^{⊗E}) of E epochs of random
 // allocation with M = rounds rounds at noise multiplier σ
-// (privacy-math.md §6.1, closed-form paper Prop. 3.1; CONFIRMED):
+// (Ertan & van Dijk 2026, Prop. 3.1):
 //
 //	c_E = (1 + (e^{1/σ²} − 1)/M)^E − 1,
 //
@@ -70,7 +70,7 @@ func chisqValidate(sigma float64, rounds, epochs int) error {
 
 // ChiSquareTV returns U(c_E), a certified bound on the total variation
 // between the E-epoch pair, valid at every finite M and E
-// (privacy-math.md §6.1): E epochs are (0, U)-DP, f ≥ f_{0,U}, and no
+// (Ertan & van Dijk 2026): E epochs are (0, U)-DP, f ≥ f_{0,U}, and no
 // membership-inference attack has accuracy above ½ + ½U. It is about
 // √(π/2) ≈ 1.2533× the exact TV as E/M → 0.
 func ChiSquareTV(sigma float64, rounds, epochs int) (float64, error) {
@@ -82,7 +82,7 @@ func ChiSquareTV(sigma float64, rounds, epochs int) (float64, error) {
 }
 
 // ChiSquareSigma returns the smallest σ with ChiSquareTV(σ, M, E) ≤ tv, by
-// the closed form of Cor. 3.4 (privacy-math.md §6.1):
+// the closed form of Cor. 3.4 (Ertan & van Dijk 2026):
 //
 //	σ = [ln(1 + M((1 + c_λ)^{1/E} − 1))]^{−1/2},  c_λ = 4λ² (λ ≤ ½) or λ/(1−λ),
 //
@@ -110,9 +110,9 @@ func ChiSquareSigma(tv float64, rounds, epochs int) (float64, error) {
 }
 
 // ChiSquareRounds returns the smallest M with ChiSquareTV(σ, M, E) ≤ tv
-// (privacy-math.md §6.1): M ≥ b/((1 + c_λ)^{1/E} − 1). A target that needs
+// (Ertan & van Dijk 2026): M ≥ b/((1 + c_λ)^{1/E} − 1). A target that needs
 // more than 2⁵³ rounds gives an error wrapping privacy.ErrUnreachable. At
-// σ = 1, tv = 0.01, E = 1 it is 4,296 (§4.3; the exact TV needs 2,730).
+// σ = 1, tv = 0.01, E = 1 it is 4,296 (the exact TV needs 2,730).
 func ChiSquareRounds(sigma, tv float64, epochs int) (int, error) {
 	if err := checkSigma(sigma); err != nil {
 		return 0, err
@@ -141,7 +141,7 @@ func ChiSquareRounds(sigma, tv float64, epochs int) (int, error) {
 }
 
 // ChiSquareEpochs returns the largest E with ChiSquareTV(σ, M, E) ≤ tv
-// (privacy-math.md §6.1): E·ln(1 + b/M) ≤ ln(1 + c_λ), capped at 2⁵³. If
+// (Ertan & van Dijk 2026): E·ln(1 + b/M) ≤ ln(1 + c_λ), capped at 2⁵³. If
 // even one epoch exceeds tv the error wraps privacy.ErrUnreachable.
 func ChiSquareEpochs(sigma, tv float64, rounds int) (int, error) {
 	if err := checkSigma(sigma); err != nil {
@@ -174,7 +174,7 @@ func ChiSquareEpochs(sigma, tv float64, rounds int) (int, error) {
 }
 
 // ChiSquareTradeOff returns a lower bound on the trade-off function T(α) of
-// a pair with χ²(Q‖P) ≤ c (privacy-math.md §6.1, closed-form paper
+// a pair with χ²(Q‖P) ≤ c (Ertan & van Dijk 2026,
 // Prop. B.2):
 //
 //	T(α) ≥ max{0, 1 − α − U(c), 1 − α − √(c·α(1−α))}.

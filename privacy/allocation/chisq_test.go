@@ -9,8 +9,8 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// TestChiSquarePublished reproduces the chi-square column of
-// privacy-math.md §4.3 (½√(b/M) at E = 1) and the M = 4,296 of §4.3.
+// TestChiSquarePublished reproduces an independently computed
+// chi-square column (½√(b/M) at E = 1) and its M = 4,296.
 func TestChiSquarePublished(t *testing.T) {
 	for _, c := range []struct {
 		sigma float64
@@ -32,7 +32,7 @@ func TestChiSquarePublished(t *testing.T) {
 }
 
 // TestChiSquareClosedForm: c_E against a direct product, the bracket
-// x ≤ c_E ≤ eˣ − 1 of §6.1, and the α = 2 Rényi divergence (an
+// x ≤ c_E ≤ eˣ − 1 (Ertan & van Dijk 2026), and the α = 2 Rényi divergence (an
 // independent code path: ln(1 + χ²) = D₂).
 func TestChiSquareClosedForm(t *testing.T) {
 	for _, c := range []struct {

@@ -17,7 +17,7 @@ const exactTolerance = 1e-8
 // ExactTVEpoch returns the exact total variation d_TV(P_M, Q_M) of one epoch
 // of random allocation with M = rounds rounds at noise multiplier σ, the
 // smallest TV any accountant that sees only (M, σ) can certify
-// (privacy-math.md §6.2, eq. (16)):
+// (Ertan & van Dijk 2026, eq. 16):
 //
 //	d_TV = E_P(L_M − 1)_+ = E|Z|/(2M),   Z = Σ_j (Y_j − 1),
 //
@@ -28,7 +28,8 @@ const exactTolerance = 1e-8
 // series and its far tail in closed form. M = 1 is the Gaussian mechanism,
 // 2Φ(1/(2σ)) − 1. The result carries the integral's truncation bound, so it
 // is at least the true value minus 1e-8 (tested against finer quadrature and
-// Monte Carlo); it reproduces the §6.2 and §4.3 test vectors.
+// Monte Carlo); it reproduces the test vectors of Ertan & van Dijk 2026 and an
+// independently computed table.
 //
 // One epoch only; ExactTV composes E epochs.
 func ExactTVEpoch(sigma float64, rounds int) (float64, error) {
@@ -44,7 +45,7 @@ func ExactTVEpoch(sigma float64, rounds int) (float64, error) {
 
 // ExactDeltaEpoch returns the hockey-stick divergence of one epoch of random
 // allocation at ε = eps, the larger of the two directions
-// (privacy-math.md §3, §6.2):
+// (Ertan & van Dijk 2026):
 //
 //	δ₁(ε) = E_P(L_M − e^ε)_+,   δ₂(ε) = E_P(1 − e^ε L_M)_+ = 1 − e^ε + e^ε δ₁(−ε),
 //

@@ -13,17 +13,17 @@ import (
 //
 //	h(γ) = H_γ(Q_M‖P_M) = E_P (L_M − γ)_+,   L_M = (1/M) Σ_j Y_j,
 //
-// Y_j = exp(tX_j − t²/2), X_j iid N(0, 1), t = 1/σ (privacy-math.md §3), by
+// Y_j = exp(tX_j − t²/2), X_j iid N(0, 1), t = 1/σ, by
 // one Fourier integral per γ. With Z = Σ_j (Y_j − 1) (E Z = 0, Var Z = Mb,
 // b = e^{t²} − 1) and k = M(γ − 1), E(Z − k)_+ = (E|Z − k| − k)/2 and
-// E|X| = (2/π) ∫₀^∞ (1 − Re φ_X(u))/u² du, the identity behind eq. (16) of
-// privacy-math.md §6.2. Subtracting the same identity for a Gaussian W with
+// E|X| = (2/π) ∫₀^∞ (1 − Re φ_X(u))/u² du, the identity behind eq. 16 of
+// Ertan & van Dijk 2026. Subtracting the same identity for a Gaussian W with
 // the variance of Z gives
 //
 //	h(γ) = (1/M) E(W − k)_+ + (1/(πM)) Re ∫₀^∞ r(u) e^{−iuk} du,
 //	r(u) = (e^{−Mbu²/2} − φ_Z(u))/u²,   φ_Z(u) = (1 + z(u))^M,
 //
-// where z(u) = E[e^{iu(Y−1)} − 1 − iu(Y−1)] (§6.2). r is smooth and bounded
+// where z(u) = E[e^{iu(Y−1)} − 1 − iu(Y−1)]. r is smooth and bounded
 // near u = 0 (the Gaussian cancels the second-order term), so a plain
 // Gauss–Legendre rule on [0, U] converges fast; the tail beyond U is bounded
 // by (e^{−MbU²/2} + sup_{u>U}|φ_Z|)/(πMU). At γ = 1 this is eq. (16) itself.

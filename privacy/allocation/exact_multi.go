@@ -12,8 +12,8 @@ import (
 // ExactDelta returns a certified δ(ε) of E = epochs epochs of random
 // allocation with M = rounds rounds at noise multiplier σ: the larger of the
 // hockey-stick divergences H_{e^ε}(Q_M^{⊗E}‖P_M^{⊗E}) and
-// H_{e^ε}(P_M^{⊗E}‖Q_M^{⊗E}) of the Gaussian pair (privacy-math.md §2, §3,
-// §6.2 "any E"), so that the run is (ε, δ)-DP under zero-out adjacency.
+// H_{e^ε}(P_M^{⊗E}‖Q_M^{⊗E}) of the Gaussian pair (Ertan & van Dijk
+// 2026, the "any E" case), so that the run is (ε, δ)-DP under zero-out adjacency.
 //
 // M = 1 is the Gaussian mechanism with μ = √E/σ, returned in closed form
 // (privacy.GaussianDelta). Otherwise one epoch is discretized into a
@@ -45,14 +45,14 @@ func ExactDelta(sigma float64, rounds, epochs int, eps float64) (float64, error)
 }
 
 // ExactTV returns a certified total variation d_TV(P_M^{⊗E}, Q_M^{⊗E}) of E
-// epochs (privacy-math.md §6.2): ExactDelta(σ, M, E, 0). For E = 1 the
+// epochs (Ertan & van Dijk 2026): ExactDelta(σ, M, E, 0). For E = 1 the
 // Fourier value ExactTVEpoch is more accurate.
 func ExactTV(sigma float64, rounds, epochs int) (float64, error) {
 	return ExactDelta(sigma, rounds, epochs, 0)
 }
 
 // ExactEpsilon returns the smallest ε ≥ 0 with ExactDelta(σ, M, E, ε) ≤ delta
-// (privacy-math.md §6.2; conservative: rounded up), delta in (0, 1). A delta
+// (conservative: rounded up), delta in (0, 1). A delta
 // at or below the mass the discretization puts at +∞ plus its error bound
 // wraps privacy.ErrUnreachable.
 func ExactEpsilon(sigma float64, rounds, epochs int, delta float64) (float64, error) {
@@ -133,9 +133,9 @@ func exactTVFunc(sigma float64, rounds, epochs int) (float64, error) {
 
 // ExactSigma returns the smallest noise multiplier σ (to a relative 1e-4,
 // rounded up) whose certified total variation after E = epochs epochs of
-// M = rounds rounds is at most tv (privacy-math.md §6.2: the TV is
+// M = rounds rounds is at most tv (the TV is
 // non-increasing in σ). E = 1 uses ExactTVEpoch, E > 1 ExactTV. The
-// chi-square σ (ChiSquareSigma, §6.1) brackets it from above.
+// chi-square σ (ChiSquareSigma) brackets it from above.
 func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 	if err := checkProb("tv", tv); err != nil {
 		return 0, err
@@ -186,9 +186,9 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 }
 
 // ExactRounds returns the smallest M whose certified total variation after
-// E = epochs epochs at σ is at most tv (privacy-math.md §6.2, §9: 2,730 at
+// E = epochs epochs at σ is at most tv (2,730 at
 // σ = 1, tv = 0.01, E = 1). The TV is non-increasing in M; the chi-square
-// M (ChiSquareRounds, §6.1) brackets it from above. E = 1 uses ExactTVEpoch.
+// M (ChiSquareRounds) brackets it from above. E = 1 uses ExactTVEpoch.
 func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 	if err := checkSigma(sigma); err != nil {
 		return 0, err
@@ -230,7 +230,7 @@ func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 }
 
 // ExactEpochs returns the largest E whose certified total variation at σ and
-// M = rounds is at most tv (privacy-math.md §6.2: TV is non-decreasing in E).
+// M = rounds is at most tv (TV is non-decreasing in E).
 // The per-epoch PLD is built once and composed for each candidate E. If one
 // epoch already exceeds tv the error wraps privacy.ErrUnreachable; E is
 // searched up to 2²⁰.
@@ -280,7 +280,7 @@ const exactCacheSize = 16
 
 // ExactAccountant is the exact accountant of random allocation: after
 // E = ⌈steps/M⌉ epochs it reports ExactDelta / ExactEpsilon / ExactTV of
-// the Gaussian pair (privacy-math.md §2, §6.2), certified upper bounds under
+// the Gaussian pair (Ertan & van Dijk 2026), certified upper bounds under
 // zero-out adjacency. The per-epoch PLD is built on first use and kept; the
 // composed PLDs of the last 16 epoch counts are cached, so asking once per
 // epoch costs one FFT composition, and asking again at the same epoch count

@@ -145,7 +145,7 @@ func TestExactMonteCarloEpochs(t *testing.T) {
 }
 
 // TestExactBelowCertified: ExactDelta is at most the chi-square TV bound
-// (§6.1), the RDP accountant's δ (§6.3) and the amplification-free
+// (ChiSquareTV), the RDP accountant's δ (RDPAccountant) and the amplification-free
 // Gaussian δ(√E/σ), and at least the one-epoch exact value.
 func TestExactBelowCertified(t *testing.T) {
 	for _, c := range []struct {
@@ -339,20 +339,20 @@ func TestExactAccountant(t *testing.T) {
 	}
 }
 
-// TestExactSolvers: §4.3/§9's 2,730 rounds at σ = 1, tv = 0.01, E = 1, and
+// TestExactSolvers: the independently computed 2,730 rounds at σ = 1, tv = 0.01, E = 1, and
 // the defining inequalities of ExactSigma, ExactRounds and ExactEpochs.
 func TestExactSolvers(t *testing.T) {
 	m, err := ExactRounds(1, 0.01, 1)
 	if err != nil || m != 2730 {
 		t.Errorf("ExactRounds(1, 0.01, 1) = %d, %v; want 2730", m, err)
 	}
-	// §4.3: TV = 4.0848e-3 at σ = 1, M = 16384 (5 digits).
+	// Independently computed: TV = 4.0848e-3 at σ = 1, M = 16384 (5 digits).
 	s, err := ExactSigma(4.0848e-3, 16384, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if math.Abs(s-1) > 2e-4 {
-		t.Errorf("ExactSigma(4.0848e-3, 16384, 1) = %.5f, want 1.0000 (§4.3)", s)
+		t.Errorf("ExactSigma(4.0848e-3, 16384, 1) = %.5f, want 1.0000", s)
 	}
 	if testing.Short() {
 		return

@@ -12,10 +12,10 @@ import (
 	"gonum.org/v1/gonum/dsp/fourier"
 )
 
-// This file builds a pessimistic privacy-loss distribution of one epoch of
-// the Gaussian pair (P_M, Q_M) of privacy-math.md §2–§3, in both directions,
-// for FFT composition over E epochs (§6.2 "any E": tabulate the loss of one
-// epoch, compose E copies).
+// This file builds a pessimistic privacy-loss distribution of one epoch of the
+// Gaussian pair (P_M, Q_M) (package doc), in both directions, for FFT
+// composition over E epochs (Ertan & van Dijk 2026, "any E": tabulate the loss
+// of one epoch, compose E copies).
 //
 // Construction (every step replaces the pair by one that dominates it in the
 // Blackwell sense, i.e. whose hockey-stick curve H_γ(A‖B) is at least the
@@ -424,7 +424,7 @@ func exactGridErr(err error) bool {
 
 // exactComposed is the E-fold composition of an epoch PLD with its error,
 // or, where that does not fit its grid (mu > 0), the amplification-free
-// bound of E epochs: μ-GDP with μ = √E/σ (privacy-math.md §8d; valid for
+// bound of E epochs: μ-GDP with μ = √E/σ (Chua et al. 2024; valid for
 // the pair because each epoch's release is a data-independent mixture of
 // Gaussian mechanisms of sensitivity 1).
 type exactComposed struct {

@@ -8,8 +8,8 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
-// TestExactTVVectors checks the CONFIRMED test vectors of privacy-math.md
-// §6.2 (E = 1, TV = 0.10 at the exact σ given to 4 digits): the exact σ lies
+// TestExactTVVectors checks the test vectors of Ertan & van Dijk 2026
+// (E = 1, TV = 0.10 at the exact σ given to 4 digits): the exact σ lies
 // within half a unit of the last digit, i.e. TV(σ−5e-5) ≥ 0.1 ≥ TV(σ+5e-5).
 func TestExactTVVectors(t *testing.T) {
 	for _, c := range []struct {
@@ -30,9 +30,9 @@ func TestExactTVVectors(t *testing.T) {
 	}
 }
 
-// TestExactTVTable checks the exact column of privacy-math.md §4.3 (values
+// TestExactTVTable checks an independently computed exact column (values
 // printed to 5 significant digits) and that the chi-square bound ½√(b/M)
-// (§6.1, computed here) is above the exact value by the printed ratio.
+// (computed here) is above the exact value by the printed ratio.
 func TestExactTVTable(t *testing.T) {
 	for _, c := range []struct {
 		sigma float64

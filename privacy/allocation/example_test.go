@@ -6,8 +6,8 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/allocation"
 )
 
-// Seed 002's worked example (σ = 1, δ = 0.01, one epoch) and the certified
-// chi-square rounds for the same target (privacy-math.md §4.2, §4.3).
+// van Dijk & Ertan's worked example (σ = 1, δ = 0.01, one epoch) and the certified
+// chi-square rounds for the same target.
 func ExampleBerryEsseenRounds() {
 	be, _ := allocation.BerryEsseenRounds(1, 0.01, 1, allocation.RhoSimplified)
 	chi, _ := allocation.ChiSquareRounds(1, 0.01, 1)

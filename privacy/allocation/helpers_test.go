@@ -24,7 +24,7 @@ func cfSimpson(f func(float64) float64, a, b float64, n int) float64 {
 }
 
 // cfLognormalMoment integrates g(Y) φ(x) over x for Y = e^{tx − t²/2}, by
-// Simpson on [−14, 14 + 3t] (the window of privacy-math.md §9).
+// Simpson on [−14, 14 + 3t] (the window used for the reference values).
 func cfLognormalMoment(t float64, g func(y float64) float64) float64 {
 	f := func(x float64) float64 {
 		return g(math.Exp(t*x-t*t/2)) * math.Exp(-x*x/2) / math.Sqrt(2*math.Pi)

@@ -15,7 +15,7 @@ const RDPMaxOrder = 1024
 // DefaultRDPOrders returns a fresh copy of the default integer orders of
 // the allocation RDP accountant: 2…64, 72, 80, 96, 112, 128, 160, 192, 224,
 // 256 (72 orders). Only integer orders are supported: the remove direction
-// is a finite sum only there (§6.3).
+// is a finite sum only there.
 func DefaultRDPOrders() []float64 {
 	o := make([]float64, 0, 72)
 	for a := 2; a <= 64; a++ {
@@ -65,8 +65,8 @@ func (a *rdpLSE) log() float64 {
 // rdpRemoveAll returns D_α(Q_M‖P_M) for α = 0…amax (entries 0 and 1 unused;
 // only those with need[α] when need is non-nil),
 // the Rényi divergence of one epoch in the remove direction
-// (privacy-math.md §6.3; CONFIRMED against Feldman–Shenfeld's
-// allocation_rdp_remove, formula RECONSTRUCTED):
+// (the formula is derived here and checked against Feldman–Shenfeld's
+// allocation_rdp_remove):
 //
 //	E_P[L^α] = M^{−α} Σ_{λ ⊢ α, ℓ(λ) ≤ M} (M)_ℓ/Π m_i! · α!/Π λ_j! · e^{Σ λ_j(λ_j−1)/(2σ²)}.
 //
@@ -154,8 +154,8 @@ func rdpRemoveAll(t2 float64, rounds, amax int, need []bool) []float64 {
 	return out
 }
 
-// rdpLogMu4 returns ln E(Y−1)⁴ = ln(e^{6x} − 4e^{3x} + 6eˣ − 3), x = t²
-// (privacy-math.md §3): by its power series Σ_{n≥2}(6ⁿ − 4·3ⁿ + 6)xⁿ/n!
+// rdpLogMu4 returns ln E(Y−1)⁴ = ln(e^{6x} − 4e^{3x} + 6eˣ − 3), x = t²,
+// by its power series Σ_{n≥2}(6ⁿ − 4·3ⁿ + 6)xⁿ/n!
 // (positive terms) below x = ½, factored in log space above.
 func rdpLogMu4(x float64) float64 {
 	if x >= 0.5 {
@@ -178,8 +178,7 @@ func rdpLogMu4(x float64) float64 {
 var rdpX0 = [...]float64{0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99}
 
 // rdpAdd returns an upper bound on D_α(P_M‖Q_M), the other (add) direction
-// (privacy-math.md §6.3 has only an unchecked bound for it; this one is
-// proven here). With β = α − 1, D_α(P‖Q) = ln E_P[L^{−β}]/β, and it is the
+// (proven here). With β = α − 1, D_α(P‖Q) = ln E_P[L^{−β}]/β, and it is the
 // smaller of two bounds:
 //
 // (a) AM–GM: L ≥ (Π Yⱼ)^{1/M} = e^{(t/M)ΣXⱼ − t²/2}, so
@@ -240,12 +239,12 @@ func rdpValidate(sigma float64, rounds int, orders []float64) (int, error) {
 	return rdpCheckOrders(orders)
 }
 
-// RDPRemove returns, for each integer order α in orders (2…RDPMaxOrder),
-// the exact Rényi divergence D_α(Q_M‖P_M) of one epoch of random allocation
-// (M = rounds rounds, noise multiplier σ) in the remove direction, by the
-// partition formula of privacy-math.md §6.3 evaluated as a positive series
-// (see rdpRemoveAll). α = 2 gives ln(1 + (e^{1/σ²}−1)/M) (§6.1), M = 1 the
-// Gaussian α/(2σ²). A σ so small that 1/σ² overflows gives +Inf.
+// RDPRemove returns, for each integer order α in orders (2…RDPMaxOrder), the
+// exact Rényi divergence D_α(Q_M‖P_M) of one epoch of random allocation (M =
+// rounds rounds, noise multiplier σ) in the remove direction, by the partition
+// formula of rdpRemoveAll evaluated as a positive series (see rdpRemoveAll). α
+// = 2 gives ln(1 + (e^{1/σ²}−1)/M) (the χ² of ChiSquareTV), M = 1 the Gaussian
+// α/(2σ²). A σ so small that 1/σ² overflows gives +Inf.
 func RDPRemove(sigma float64, rounds int, orders []float64) ([]float64, error) {
 	amax, err := rdpValidate(sigma, rounds, orders)
 	if err != nil {
@@ -265,7 +264,7 @@ func RDPRemove(sigma float64, rounds int, orders []float64) ([]float64, error) {
 
 // RDPAdd returns, for each integer order α in orders, a proven upper bound
 // on D_α(P_M‖Q_M), the add direction of one epoch (see rdpAdd for the
-// proof; privacy-math.md §6.3). It equals α/(2σ²) at M = 1.
+// proof). It equals α/(2σ²) at M = 1.
 func RDPAdd(sigma float64, rounds int, orders []float64) ([]float64, error) {
 	if _, err := rdpValidate(sigma, rounds, orders); err != nil {
 		return nil, err
@@ -279,8 +278,8 @@ func RDPAdd(sigma float64, rounds int, orders []float64) ([]float64, error) {
 }
 
 // RDP returns the per-epoch Rényi DP curve of random allocation with
-// M = rounds rounds and noise multiplier σ under zero-out adjacency
-// (privacy-math.md §6.3): at each integer order α in orders (2…RDPMaxOrder),
+// M = rounds rounds and noise multiplier σ under zero-out adjacency:
+// at each integer order α in orders (2…RDPMaxOrder),
 //
 //	max{ D_α(Q_M‖P_M) (exact, RDPRemove), bound on D_α(P_M‖Q_M) (RDPAdd) }.
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // rdpPartitionOracle is an independent oracle: the partition formula of
-// privacy-math.md §6.3 summed over an explicit enumeration of the
+// rdpRemoveAll summed over an explicit enumeration of the
 // partitions of α with at most M parts (feasible for small α).
 func rdpPartitionOracle(sigma float64, m, alpha int) float64 {
 	lf := func(n int) float64 { v, _ := math.Lgamma(float64(n + 1)); return v }

@@ -10,12 +10,12 @@ import (
 // Name is the accountant's method name (Accountant.Name).
 const Name = "ball-tv"
 
-// SamplerUniform is seed 004's Algorithm 1: each step uses one example drawn
+// SamplerUniform is Tholeti's Algorithm 1: each step uses one example drawn
 // uniformly (with replacement) from the N. The engine's shuffle sampler with
 // batch size 1 is not this sampler (it is a permutation: see Accountant).
 const SamplerUniform = "uniform"
 
-// AdjacencyReplaceOne is the neighbouring relation of seed 004: the datasets
+// AdjacencyReplaceOne is the neighbouring relation of Tholeti's paper: the datasets
 // have the same size and differ in one record.
 const AdjacencyReplaceOne = "replace one"
 
@@ -106,7 +106,7 @@ func (c Config) validateSampler() error {
 
 // Accountant is the privacy.Accountant of DP-SGD with noise drawn uniformly
 // from the volume of a d-ball of radius r added to the clipped gradient sum
-// (seed 004, privacy-math.md §13). It only makes (0, δ) statements (see
+// (Tholeti; docs/accounting.md). It only makes (0, δ) statements (see
 // Epsilon and Delta). With δ_s = StepDelta(d, Δ, r), one composition unit is a
 // (0, δ')-DP mechanism and k units compose exactly to 1 − (1 − δ')ᵏ
 // (ComposeExact, valid under adaptive composition: each unit's guarantee holds
@@ -119,19 +119,19 @@ func (c Config) validateSampler() error {
 //     Given it and the same history, the steps without the record have the
 //     same distribution on both datasets and the one with it has d_TV ≤ δ_s
 //     (the sums differ by the clipped gradient, norm ≤ C = Δ; d_TV increases
-//     with the distance, seed 004 Eq. 10). So an epoch is (0, δ_s)-DP: δ' = δ_s,
+//     with the distance, Tholeti Eq. 10). So an epoch is (0, δ_s)-DP: δ' = δ_s,
 //     k = E = ⌈steps/M⌉, a started epoch counting as a whole one. No
 //     amplification by the record's random position is claimed. Shuffle with
-//     batch size 1 is this case, not seed 004's sampling with replacement.
+//     batch size 1 is this case, not Tholeti's sampling with replacement.
 //   - poisson (add/remove one, Δ = C): each step includes the record with
 //     probability q independently of everything else, so given the history the
 //     step's output on the larger dataset is (1 − q)·P + q·Q where P is its
 //     output on the smaller one, and d_TV((1−q)P + qQ, P) = q·d_TV(Q, P) ≤ q·δ_s
 //     (the other records' inclusion is the same on both sides; mix over it).
 //     δ' = q·δ_s, k = steps.
-//   - uniform, seed 004's Algorithm 1 (replace one, Δ = 2C): a step reads the
+//   - uniform, Tholeti's Algorithm 1 (replace one, Δ = 2C): a step reads the
 //     differing record with probability 1/N, so δ' = δ_s/N (Amplify), k = steps.
-//     The seed's own total, min(1, steps·δ_s/N), is DeltaTotalSum.
+//     The paper's own total, min(1, steps·δ_s/N), is DeltaTotalSum.
 //
 // Truncated Poisson sampling is not covered (a truncated batch can drop
 // another record when one is added, moving the sum by up to 2C).
@@ -210,7 +210,7 @@ func (a *Accountant) DeltaTotal(steps int) (float64, error) {
 }
 
 // DeltaTotalSum returns min(1, k·δ') after steps steps (ComposeSum), the
-// composition seed 004 uses; it is never below DeltaTotal.
+// composition Tholeti uses; it is never below DeltaTotal.
 func (a *Accountant) DeltaTotalSum(steps int) (float64, error) {
 	if err := checkSteps(steps); err != nil {
 		return 0, err

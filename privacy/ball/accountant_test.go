@@ -64,9 +64,9 @@ func TestAccountantTotals(t *testing.T) {
 	}
 }
 
-// TestAccountantSeedSetting: the uniform sampler is seed 004's Theorem 1
+// TestAccountantPaperSetting: the uniform sampler is Tholeti's Theorem 1
 // with the exact composition: T steps of δ/N.
-func TestAccountantSeedSetting(t *testing.T) {
+func TestAccountantPaperSetting(t *testing.T) {
 	const dim, n, steps = 50, 200, 3000
 	acc, err := NewAccountant(Config{Sampler: SamplerUniform, Dim: dim, Distance: 0.02, Radius: 1, DatasetSize: n})
 	if err != nil {
@@ -75,7 +75,7 @@ func TestAccountantSeedSetting(t *testing.T) {
 	step := bigDelta(dim, 0.01)
 	got, _ := acc.DeltaTotalSum(steps)
 	if want := steps * step / n; relErr(got, want) > 1e-14 {
-		t.Errorf("seed's T·δ/N = %.17g, want %.17g", got, want)
+		t.Errorf("paper's T·δ/N = %.17g, want %.17g", got, want)
 	}
 	got, _ = acc.DeltaTotal(steps)
 	if want := bigCompose(step/n, steps); relErr(got, want) > 1e-13 {

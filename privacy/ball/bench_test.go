@@ -37,7 +37,7 @@ func BenchmarkStepDelta(b *testing.B) {
 }
 
 // BenchmarkSolveRadius: the radius for a total δ of 1e-5 after 60 epochs of
-// MNIST, seed 004's sampling (60000 points, one per step) and Poisson.
+// MNIST, Tholeti's sampling (60000 points, one per step) and Poisson.
 func BenchmarkSolveRadius(b *testing.B) {
 	for _, dim := range []int{100, mnistMLP} {
 		b.Run(fmt.Sprintf("uniform/d=%d", dim), func(b *testing.B) {

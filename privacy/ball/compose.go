@@ -15,7 +15,7 @@ const (
 	// Exact is 1 − (1 − δ')ᵀ (ComposeExact): the optimal composition of
 	// (0, δ')-DP mechanisms, what the Accountant uses.
 	Exact Composition = iota
-	// Sum is min(1, T·δ') (ComposeSum): seed 004 Eq. 7, basic composition.
+	// Sum is min(1, T·δ') (ComposeSum): Tholeti Eq. 7, basic composition.
 	Sum
 )
 
@@ -34,8 +34,8 @@ func (c Composition) String() string {
 const radiusRel = 1e-10
 
 // Amplify returns δ/N, the per-step δ of a step that applies a (0, δ)-DP
-// mechanism to one of n points drawn uniformly (seed 004 §IV.A, privacy-math.md
-// §13): the step's output depends on the differing point only when that point
+// mechanism to one of n points drawn uniformly (Tholeti §IV.A): the
+// step's output depends on the differing point only when that point
 // is drawn, with probability 1/N, so its total variation is at most δ/N. n < 1
 // or δ outside [0, 1] is an error wrapping privacy.ErrInvalidArgument.
 func Amplify(delta float64, n int) (float64, error) {
@@ -49,7 +49,7 @@ func Amplify(delta float64, n int) (float64, error) {
 }
 
 // ComposeSum returns min(1, T·δ'), the composition of T (0, δ')-DP steps used
-// by seed 004 (Eq. 7; basic composition, Dwork & Roth 2014 Thm 3.16). It is an
+// by Tholeti (Eq. 7; basic composition, Dwork & Roth 2014 Thm 3.16). It is an
 // upper bound on ComposeExact, equal to it for T ≤ 1.
 func ComposeSum(deltaStep float64, steps int) (float64, error) {
 	if err := checkCompose(deltaStep, steps); err != nil {
@@ -96,7 +96,7 @@ func Compose(c Composition, deltaStep float64, steps int) (float64, error) {
 }
 
 // SolveRadius returns the smallest radius r (to relative tolerance 1e-10,
-// rounded up) for which seed 004's setting (dimension d, distance Δ, one of n
+// rounded up) for which Tholeti's setting (dimension d, distance Δ, one of n
 // points drawn per step, steps steps) has a total δ at most target, with
 // composition c: Compose(c, StepDelta(d, Δ, r)/n, steps) ≤ target. δ is
 // non-increasing in r (StepDelta decreases in r, composition increases in δ'),

@@ -27,7 +27,7 @@ func bigCompose(delta float64, steps int) float64 {
 }
 
 // TestCompose: the exact composition against 256-bit powers, never above
-// the seed's sum, equal to it for T ≤ 1, and both in [0, 1].
+// Tholeti's sum, equal to it for T ≤ 1, and both in [0, 1].
 func TestCompose(t *testing.T) {
 	for _, d := range []float64{0, 1e-300, 1e-17, 1e-12, 1e-6, 0.01, 0.3, 0.999, 1} {
 		for _, T := range []int{0, 1, 2, 7, 1000, 123456, 1 << 40} {
@@ -123,7 +123,7 @@ func TestAmplify(t *testing.T) {
 }
 
 // TestSolveRadius: the solved radius meets the target and a radius 2e-10
-// smaller does not; the seed's sum needs at least as much noise as the exact
+// smaller does not; Tholeti's sum needs at least as much noise as the exact
 // composition; d = 1 has the closed form r = Δ/(2δ') for one step.
 func TestSolveRadius(t *testing.T) {
 	for _, c := range []struct {

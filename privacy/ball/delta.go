@@ -38,9 +38,9 @@ const (
 //
 //	δ = TV(U(B(0, r)), U(B(Δe₁, r))) = I_{(Δ/(2r))²}(1/2, (d+1)/2)
 //
-// (seed 004 Theorem 1 / Eq. 6, privacy-math.md §13), where I is the
+// (Tholeti, Theorem 1 / Eq. 6), where I is the
 // regularized incomplete beta function. It is the volume of one ball outside
-// the other over the volume of a ball, increasing in Δ (seed 004 Eq. 10) and
+// the other over the volume of a ball, increasing in Δ (Tholeti Eq. 10) and
 // in d, decreasing in r; Δ = 0 gives 0, Δ ≥ 2r gives 1 (disjoint balls), and
 // d = 1 gives Δ/(2r) exactly (uniform noise on an interval).
 //
@@ -61,7 +61,7 @@ const (
 //     1e-21 by analyticity (see quadrature), so only rounding remains.
 //   - Otherwise (b < 500) the finite sums of positive terms given by the
 //     recurrence I_x(a, b+1) = I_x(a, b) + xᵃ(1−x)ᵇ/(b·B(a, b)) (DLMF §8.17(iv)):
-//     odd d:  δ = a·Σ_{k=0}^{(d−1)/2} c_k yᵏ,   c_k = (1/2)_k/k! (seed 004 Eq. 9);
+//     odd d:  δ = a·Σ_{k=0}^{(d−1)/2} c_k yᵏ,   c_k = (1/2)_k/k! (Tholeti Eq. 9);
 //     even d: δ = (2/π)·(asin a + a·√y·Σ_{k=0}^{d/2−1} e_k yᵏ),  e_k = Π_{i≤k} 2i/(2i+1).
 //     Every term is positive, so there is no cancellation. y is formed as
 //     (1−a)(1+a) for a > 1/2 and asin a as atan2(a, √y), both accurate near

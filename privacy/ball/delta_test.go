@@ -22,7 +22,7 @@ func relErr(got, want float64) float64 {
 }
 
 // TestStepDeltaD1: in one dimension the ball is an interval and δ = Δ/(2r)
-// exactly (seed 004 §IV.A.1; He & Cai 2017), 1 once Δ ≥ 2r.
+// exactly (Tholeti §IV.A.1; He & Cai 2017), 1 once Δ ≥ 2r.
 func TestStepDeltaD1(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 2000; i++ {
@@ -212,7 +212,7 @@ func TestStepDeltaProperties(t *testing.T) {
 	if err := quick.Check(prop, cfg); err != nil {
 		t.Error(err)
 	}
-	// Strictly increasing in d at fixed Δ/r away from the extremes (seed 004
+	// Strictly increasing in d at fixed Δ/r away from the extremes (Tholeti
 	// §IV.A.1, Fig. 2).
 	prev := 0.0
 	for d := 1; d <= 2000; d++ {

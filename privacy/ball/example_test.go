@@ -23,9 +23,9 @@ func ExampleStepDelta() {
 	// d = 3: δ = 0.6875
 }
 
-// Seed 004's Algorithm 1 in one dimension: one of N = 100 points per step,
+// Tholeti's Algorithm 1 in one dimension: one of N = 100 points per step,
 // so each step is (0, δ/N)-DP with δ = Δ/(2r) = 0.01; over T = 10 steps the
-// seed's sum gives T·δ/N = 0.001 and the exact composition
+// paper's sum gives T·δ/N = 0.001 and the exact composition
 // 1 − (1 − 1e-4)¹⁰ = 1e-3 − 45e-8 + 120e-12 − … = 0.00099955.
 func ExampleComposeExact() {
 	step, _ := ball.StepDelta(1, 0.02, 1)

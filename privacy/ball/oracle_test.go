@@ -17,7 +17,7 @@ const oraclePrec = 256
 // piBig is π to 70 digits.
 var piBig, _ = new(big.Float).SetPrec(oraclePrec).SetString("3.141592653589793238462643383279502884197169399375105820974944592307816")
 
-// bigDelta returns I_{a²}(1/2, (d+1)/2) from the finite sums of seed 004
+// bigDelta returns I_{a²}(1/2, (d+1)/2) from the finite sums of Tholeti's
 // Eq. 9 (odd d) and its even-d analogue, every step in 256-bit arithmetic.
 // Its cost is O(d); use it for d up to ~10⁴.
 func bigDelta(dim int, a float64) float64 {

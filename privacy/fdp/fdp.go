@@ -10,7 +10,7 @@ import (
 )
 
 // Curve is a trade-off function β = f(α) on [0, 1]: the smallest type-II
-// error of a test with type-I error α (privacy-math.md §8c; DRS Def. 2.1).
+// error of a test with type-I error α (DRS Def. 2.1).
 // Curves of this package clamp α into [0, 1] and return 0 for a NaN α.
 type Curve func(alpha float64) float64
 
@@ -28,7 +28,7 @@ func clampAlpha(alpha float64) (a float64, ok bool) {
 }
 
 // Gaussian returns G_μ(α) = Φ(Φ⁻¹(1−α) − μ), the trade-off curve of μ-GDP:
-// testing N(0, 1) against N(μ, 1) (privacy-math.md §8a; DRS Eq. 2.4). μ must
+// testing N(0, 1) against N(μ, 1) (DRS Eq. 2.4). μ must
 // be in [0, +Inf); μ = 0 gives 1 − α.
 //
 // Φ⁻¹(1−α) is evaluated as −Φ⁻¹(α) for α ≤ ½ (1−α would round away a tiny
@@ -65,8 +65,8 @@ func gaussianAt(mu, a float64) float64 {
 }
 
 // EpsDelta returns f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)},
-// the trade-off curve equivalent to (ε, δ)-DP (privacy-math.md §8c; DRS
-// Prop. 2.5). ε must be in [0, +Inf) and δ in [0, 1].
+// the trade-off curve equivalent to (ε, δ)-DP (DRS Prop. 2.5).
+// ε must be in [0, +Inf) and δ in [0, 1].
 func EpsDelta(eps, delta float64) (Curve, error) {
 	if !(eps >= 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("fdp: EpsDelta: eps = %g out of range [0, +Inf): %w", eps, privacy.ErrInvalidArgument)
@@ -100,7 +100,7 @@ func (l line) at(a float64) float64 {
 //
 //	f(α) = sup_{ε ∈ grid} max{0, 1 − δ(ε) − e^ε α, e^{−ε}(1 − δ(ε) − α)}
 //
-// (privacy-math.md §8c; DRS Prop. 2.12, where the sup runs over all ε ≥ 0).
+// (DRS Prop. 2.12, where the sup runs over all ε ≥ 0).
 //
 // Why any finite grid gives a valid lower bound: (ε, δ)-DP is equivalent to
 // f_{ε,δ}-DP (DRS Prop. 2.5), so the mechanism is f_{ε,δ(ε)}-DP for each grid

@@ -125,7 +125,7 @@ func TestEpsDeltaShape(t *testing.T) {
 }
 
 // TestToDeltaGaussian: ToDelta(G_μ, ε) against the closed form
-// privacy.GaussianDelta (§8a): never below it, within 1e-9 relative (or
+// privacy.GaussianDelta: never below it, within 1e-9 relative (or
 // 3e-15 absolute, the float64 limit of 1 − f).
 func TestToDeltaGaussian(t *testing.T) {
 	for _, mu := range []float64{0.1, 0.5, 1, 2, 4, 8} {
@@ -178,7 +178,7 @@ func TestToDeltaEpsDelta(t *testing.T) {
 	}
 }
 
-// TestTVAndMIA: TV(G_μ) = 2Φ(μ/2) − 1 (§8a) and MIAAccuracy = ½(1 + TV).
+// TestTVAndMIA: TV(G_μ) = 2Φ(μ/2) − 1 and MIAAccuracy = ½(1 + TV).
 func TestTVAndMIA(t *testing.T) {
 	for _, mu := range []float64{0.01, 0.5, 1, 3, 10} {
 		g, _ := Gaussian(mu)
@@ -192,7 +192,7 @@ func TestTVAndMIA(t *testing.T) {
 			t.Errorf("μ=%g: MIA accuracy = %.15g (%v), want %.15g", mu, acc, err, 0.5*(1+want))
 		}
 	}
-	f, _ := EpsDelta(0, 0.3) // (0, δ)-DP: TV = δ (§8c)
+	f, _ := EpsDelta(0, 0.3) // (0, δ)-DP: TV = δ
 	if tv, err := TV(f); err != nil || math.Abs(tv-0.3) > 1e-14 {
 		t.Errorf("TV(f_(0,0.3)) = %g (%v), want 0.3", tv, err)
 	}

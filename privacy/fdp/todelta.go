@@ -20,8 +20,8 @@ const (
 )
 
 // ToDelta returns δ(ε) = sup_{α ∈ [0,1]} (1 − f(α) − e^ε α), the smallest δ
-// for which an f-DP mechanism is (ε, δ)-DP (privacy-math.md §8c; DRS Prop.
-// 2.12, the converse of FromProfile). f must be a symmetric trade-off
+// for which an f-DP mechanism is (ε, δ)-DP (DRS Prop. 2.12,
+// the converse of FromProfile). f must be a symmetric trade-off
 // function (convex, non-increasing), as every curve of this package is; for
 // an asymmetric f this is the δ of one direction only. ε must be in
 // [0, +Inf] (+Inf gives 1 − f(0)).
@@ -120,7 +120,7 @@ func ToDelta(f Curve, eps float64) (float64, error) {
 func clamp01(x float64) float64 { return math.Min(math.Max(x, 0), 1) }
 
 // TV returns the total variation distance bounded by f, δ(0) =
-// sup_α (1 − α − f(α)) (privacy-math.md §8c), rounded up as in ToDelta.
+// sup_α (1 − α − f(α)) (DRS), rounded up as in ToDelta.
 // For G_μ it is 2Φ(μ/2) − 1.
 func TV(f Curve) (float64, error) {
 	d, err := ToDelta(f, 0)
@@ -131,11 +131,10 @@ func TV(f Curve) (float64, error) {
 }
 
 // MIAAccuracy returns ½(1 + TV(f)), the highest accuracy any
-// membership-inference attack can reach against an f-DP mechanism when
-// "member" and "non-member" are equally likely a priori (privacy-math.md
-// §8c, eq. 19): a test with errors (α, β) is right with probability
-// 1 − (α + β)/2, and β ≥ f(α), so the best accuracy is
-// ½ + ½ sup_α (1 − α − f(α)).
+// membership-inference attack can reach against an f-DP mechanism when "member"
+// and "non-member" are equally likely a priori: a test with errors (α, β) is
+// right with probability 1 − (α + β)/2, and β ≥ f(α), so the best accuracy is ½
+// + ½ sup_α (1 − α − f(α)).
 func MIAAccuracy(f Curve) (float64, error) {
 	tv, err := ToDelta(f, 0)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
-// Client is one client's privacy request (privacy-math.md §11).
+// Client is one client's privacy request.
 type Client struct {
 	Epsilon     float64 // εᵢ > 0
 	DeltaPrime  float64 // δ'ᵢ ∈ (0, 1): the Gaussian mechanism's δ
@@ -73,7 +73,7 @@ func (p Perturbation) String() string {
 	return fmt.Sprintf("Perturbation(%d)", int(p))
 }
 
-// Setting is what all clients share (privacy-math.md §11).
+// Setting is what all clients share.
 type Setting struct {
 	Draws         int          // T = K·R ≥ 1 draws in the whole run
 	Clip          float64      // C > 0, the clipping norm
@@ -124,8 +124,8 @@ func (s Setting) Validate() error {
 	return nil
 }
 
-// Calibration is one client's noise for its budget: the seed's explicit
-// calibration and the tight GDP one (privacy-math.md §11). Noise standard
+// Calibration is one client's noise for its budget: the appendix's
+// explicit calibration and the tight GDP one (docs/accounting.md). Noise standard
 // deviations are absolute (per coordinate, in the units of the released
 // average gradient); Multiplier is in units of Sensitivity.
 type Calibration struct {
@@ -133,7 +133,7 @@ type Calibration struct {
 	// calibrations assume. A run must retire the client once it has been
 	// selected Rounds.Used times.
 	Rounds RoundsBound
-	// SigmaSeed is the seed's explicit calibration (end of Theorem 4's
+	// SigmaSeed is the appendix's explicit calibration (end of Theorem 4's
 	// proof): S/εᵢ·√(2·ln(1.25/δ'ᵢ)·Rᵢ), the classic Gaussian constant for
 	// Rᵢ releases of sensitivity S (one per participation).
 	SigmaSeed float64
@@ -157,32 +157,32 @@ type Calibration struct {
 	DeltaTotal float64
 	// SeedValid says whether SigmaSeed is proven: the classic Gaussian
 	// constant √(2 ln(1.25/δ)) is a theorem only for ε < 1 (Dwork & Roth
-	// 2014, Thm A.1), a condition the seeds do not state, and the seed's
+	// 2014, Thm A.1), a condition the appendix does not state, and its
 	// formula covers one release per participation (Releases = 1).
 	SeedValid bool
 	// SeedDelta is the exact δ at εᵢ of SigmaSeed applied to Rᵢ·Releases
-	// releases (μ-GDP with μ = √(Rᵢ·Releases)·S/SigmaSeed): whether the seed's
-	// σ in fact meets δ'ᵢ, inside or outside its proven regime.
+	// releases (μ-GDP with μ = √(Rᵢ·Releases)·S/SigmaSeed): whether the
+	// appendix's σ in fact meets δ'ᵢ, inside or outside its proven regime.
 	SeedDelta float64
 }
 
-// DeltaTotal returns δ' + δ‴ − δ'·δ‴ = 1 − (1−δ')(1−δ‴) (seeds 000/001
-// Theorem 1; privacy-math.md §11): the δ of a mechanism that is (ε, δ')-DP
+// DeltaTotal returns δ' + δ‴ − δ'·δ‴ = 1 − (1−δ')(1−δ‴) (the
+// personalized-DP FL appendix, Theorem 1): the δ of a mechanism that is (ε, δ')-DP
 // except on a data-independent event of probability at most δ‴ (the
 // selection count exceeding Rᵢ). Arguments are expected in [0, 1].
 func DeltaTotal(deltaPrime, deltaTail float64) float64 {
 	return deltaPrime + deltaTail - deltaPrime*deltaTail
 }
 
-// Calibrate returns client c's noise for setting s (privacy-math.md §11):
+// Calibrate returns client c's noise for setting s (docs/accounting.md):
 //
 //   - Rᵢ = SelectionBound(T, qᵢ, δ‴ᵢ, k).Used (Lemma 1, exact quantile
 //     and logistic approximation, the larger);
-//   - the seed's explicit calibration (seeds 000/001, end of the proof of
-//     Theorem 4; the bracket there is Lemma 1's Rᵢ, privacy-math §11 on K·T
-//     versus T and γ'ᵢ versus δ‴ᵢ):
+//   - the explicit calibration of the personalized-DP FL appendix (end of the proof
+//     of Theorem 4; the bracket there is Lemma 1's Rᵢ, reading its K·T as T
+//     and its γ'ᵢ as δ‴ᵢ):
 //     σ_seed = (2·C·sᵢ)/(m·εᵢ)·√(2·ln(1.25/δ'ᵢ)·Rᵢ);
-//   - the tight one (privacy-math §11 "Tight alternative", §8a): Rᵢ
+//   - the tight one (exact composition in μ-GDP, Dong, Roth & Su 2019): Rᵢ
 //     participations of Releases Gaussian releases with sensitivity S and
 //     noise Multiplier·S are exactly μ-GDP with μ = √(Rᵢ·Releases)/Multiplier
 //     (no amplification by sampling claimed); Multiplier is the smallest
@@ -230,8 +230,8 @@ func Calibrate(c Client, s Setting) (Calibration, error) {
 	return cal, nil
 }
 
-// seedSigma is the seed's explicit calibration (seeds 000/001, end of the
-// proof of Theorem 4; privacy-math.md §11): sens/ε·√(2·ln(1.25/δ')·R).
+// seedSigma is the explicit calibration of the personalized-DP FL appendix (end
+// of the proof of Theorem 4): sens/ε·√(2·ln(1.25/δ')·R).
 func seedSigma(sens, eps, deltaPrime float64, r int) float64 {
 	return sens / eps * math.Sqrt(2*math.Log(1.25/deltaPrime)*float64(r))
 }
@@ -245,7 +245,7 @@ const muMargin = 1e-9
 
 // maxMu returns, to 1e−13 relative and rounded down, the largest μ for which
 // μ-GDP is (eps, delta)-DP: δ(ε; μ) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) ≤ delta
-// (privacy-math.md §8a), δ(ε; μ) being increasing in μ, reduced by muMargin.
+// (Dong, Roth & Su 2019), δ(ε; μ) being increasing in μ, reduced by muMargin.
 func maxMu(eps, delta float64) (float64, error) {
 	ok := func(mu float64) (bool, error) {
 		d, err := privacy.GaussianDelta(mu, eps)
@@ -290,7 +290,7 @@ func maxMu(eps, delta float64) (float64, error) {
 
 // Spent returns the ε at δ' that a client has spent after being selected
 // selections times with localSteps Gaussian releases per selection at noise
-// multiplier multiplier (privacy-math.md §11 "Tight alternative", §8a): the
+// multiplier multiplier (exact composition in μ-GDP): the
 // client is μ-GDP with μ = √(selections·localSteps)/multiplier, and ε is the
 // GDP conversion privacy.GaussianEpsilon(μ, δ'). For output perturbation pass
 // localSteps = 1 (one release per selection). Zero selections spend ε = 0.
@@ -314,8 +314,8 @@ func Spent(selections, localSteps int, multiplier, deltaPrime float64) (eps floa
 // sharesTol is how far from 1 the data shares may sum.
 const sharesTol = 1e-9
 
-// UtilityCost returns the noise term of the seed's convergence bound
-// (seeds 000/001 Theorem 3, eq. 11; privacy-math.md §11 "Utility cost"):
+// UtilityCost returns the noise term of the convergence bound of
+// the personalized-DP FL appendix (Theorem 3, eq. 11):
 //
 //	(γ·L·N/K)·Σₙ θₙ·pₙ²·Sₙ²·σₙ²,  θₙ = K − 1 + 1/qₙ,  Sₙ = 2·C·sₙ/m,
 //
@@ -368,20 +368,20 @@ func UtilityCost(gammaL float64, k int, clients []Client, shares, sigmas []float
 	return gammaL * float64(n) / float64(k) * sum, nil
 }
 
-// Order holds the seed's Ω(·) expressions evaluated with constant 1 (seeds
-// 000/001 Theorem 1, Theorem 2, Corollary 1; privacy-math.md §11). They are
-// ORDERS OF MAGNITUDE, NOT CALIBRATIONS: the seed proves no constant, so
+// Order holds the Ω(·) expressions of the personalized-DP FL appendix
+// evaluated with constant 1 (Theorem 1, Theorem 2, Corollary 1). They are
+// ORDERS OF MAGNITUDE, NOT CALIBRATIONS: the appendix proves no constant, so
 // none of them may be used to set σ (use Calibration.SigmaGDP). They are in
-// the seed's units (sensitivity factor sᵢ, without C/m).
+// the appendix's units (sensitivity factor sᵢ, without C/m).
 type Order struct {
-	// Theorem1 is sᵢ·√(T*ᵢ·ln(1/δ'))/εᵢ (output perturbation; 001's reading,
-	// ε outside the root, which privacy-math §11 confirms).
+	// Theorem1 is sᵢ·√(T*ᵢ·ln(1/δ'))/εᵢ (output perturbation, ε
+	// outside the root).
 	Theorem1 float64
 	// Theorem2 is sᵢ·√(T*ᵢ·E·ln(1/δ')·ln(1/δ″))/εᵢ (gradient perturbation,
 	// E = LocalSteps).
 	Theorem2 float64
 	// DeltaTheorem2 is Theorem 2's δ = T·δ' + δ″ + δ‴ − (T·δ' + δ″)·δ‴
-	// with T = Draws, as the seed states it (it may exceed 1).
+	// with T = Draws, as the appendix states it (it may exceed 1).
 	DeltaTheorem2 float64
 	// Corollary1 is √(E·√(qᵢ·K·R))·Bᵢ with K·R = T and
 	// Bᵢ = sᵢ·√(ln(1/δ')·ln(1/δ″)·ln(1/δ‴))/εᵢ: Theorem 2 with T*ᵢ replaced
@@ -396,11 +396,10 @@ type Order struct {
 	RoundsUsed int
 }
 
-// OrderOfMagnitude evaluates the seed's Ω(·) statements for client c in
-// setting s with constant 1 (seeds 000/001 Theorem 1, Theorem 2 and
-// Corollary 1; privacy-math.md §11). deltaComp is Theorem 2's δ″ in (0, 1),
-// the slack of its composition theorem. The results are orders of
-// magnitude, not calibrations: never use them to set σ.
+// OrderOfMagnitude evaluates the appendix's Ω(·) statements for client c in
+// setting s with constant 1 (Theorem 1, Theorem 2 and Corollary 1). deltaComp
+// is Theorem 2's δ″ in (0, 1), the slack of its composition theorem. The
+// results are orders of magnitude, not calibrations: never use them to set σ.
 func OrderOfMagnitude(c Client, s Setting, deltaComp float64) (Order, error) {
 	if err := c.Validate(); err != nil {
 		return Order{}, err

@@ -10,7 +10,7 @@ import (
 )
 
 // gdpDelta is δ(ε) of μ-GDP written directly with math.Erfc
-// (privacy-math.md §8a), independently of privacy.GaussianDelta's log-space
+// (Dong, Roth & Su 2019), independently of privacy.GaussianDelta's log-space
 // evaluation: Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2).
 func gdpDelta(mu, eps float64) float64 {
 	phi := func(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
@@ -56,8 +56,8 @@ func TestCalibrateHand(t *testing.T) {
 	if !cal.SeedValid {
 		t.Error("ε = 0.5, one release: SeedValid = false")
 	}
-	// The same by a second path: math directly from the seed's formula with
-	// K·T·q + √(K·T·q(1−q))/k·ln(1/γ') replaced by Lemma 1's R (privacy-math §11).
+	// The same by a second path: math directly from the appendix's formula with
+	// K·T·q + √(K·T·q(1−q))/k·ln(1/γ') replaced by Lemma 1's R.
 	r := float64(cal.Rounds.Used)
 	check("SigmaSeed (formula)", cal.SigmaSeed, (2*1*1)/(100*0.5)*math.Sqrt(2*math.Log(1.25/1e-5)*r), 1e-14)
 	check("SigmaGDP/Multiplier", cal.SigmaGDP/cal.Multiplier, cal.Sensitivity, 1e-15)
@@ -100,9 +100,9 @@ func TestSigmaGDPMeetsTarget(t *testing.T) {
 	}
 }
 
-// TestSigmaGDPBelowSeed: in the seed's regime (ε < 1, one release per
+// TestSigmaGDPBelowSeed: in the appendix's regime (ε < 1, one release per
 // participation) the classic constant is a theorem, so the tight σ_GDP is
-// at most σ_seed and the seed's σ meets δ' (SeedDelta ≤ δ'). Outside it,
+// at most σ_seed and the appendix's σ meets δ' (SeedDelta ≤ δ'). Outside it,
 // SeedValid is false.
 func TestSigmaGDPBelowSeed(t *testing.T) {
 	for _, eps := range []float64{0.05, 0.2, 0.5, 0.9, 0.999} {
@@ -137,7 +137,7 @@ func TestSigmaGDPBelowSeed(t *testing.T) {
 			t.Errorf("ε=%g I=%d: SeedValid = %v (%v), want false", c.eps, c.steps, cal.SeedValid, err)
 		}
 	}
-	// With 10 noisy local steps per participation the seed's σ (made for one
+	// With 10 noisy local steps per participation the appendix's σ (made for one
 	// release) misses δ' by far.
 	cal, _ := Calibrate(handClient, Setting{Draws: 1000, Clip: 1, LocalExamples: 100, LocalSteps: 10})
 	if !(cal.SeedDelta > 10*handClient.DeltaPrime) || !(cal.SigmaGDP > cal.SigmaSeed) {
@@ -225,7 +225,7 @@ func TestSpent(t *testing.T) {
 		}
 		prev = e
 	}
-	// privacy-math §8a's values: μ = 1 → ε(1e−5) = 4.3772 (c·I = 4, multiplier 2).
+	// Dong, Roth & Su's δ(ε) solved independently: μ = 1 → ε(1e−5) = 4.3772 (c·I = 4, multiplier 2).
 	if e, _ := Spent(2, 2, 2, 1e-5); math.Abs(e-4.3772) > 5e-5 {
 		t.Errorf("μ = 1: ε = %g, want 4.3772", e)
 	}
@@ -327,7 +327,7 @@ func TestUtilityCost(t *testing.T) {
 	}
 }
 
-// TestOrderOfMagnitude: the seed's Ω(·) expressions with constant 1, by
+// TestOrderOfMagnitude: the appendix's Ω(·) expressions with constant 1, by
 // hand for the worked example with E = 4 local steps and δ″ = 1e−5
 // (T* = 32, ln(1/δ') = ln(1/δ″) = ln(1/δ‴) = L = 11.512925):
 // Theorem 1 = √(32·L)/0.5 = 2·19.19410 = 38.38820;

@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultK is the default constant k of the logistic approximation
-// Φ(x) ≈ 1/(1 + e^{−kx}) used by Lemma 1 (privacy-math.md §11: the seed does
+// Φ(x) ≈ 1/(1 + e^{−kx}) used by Lemma 1 (the appendix does
 // not state k; 1.702 is the usual constant of this approximation).
 const DefaultK = 1.702
 
@@ -19,9 +19,9 @@ const DefaultK = 1.702
 const MaxDraws = 1 << 40
 
 // RoundsBound is Lemma 1's bound on how often one client is selected
-// (privacy-math.md §11, seeds 000/001 Lemma 1).
+// (the personalized-DP FL appendix, Lemma 1).
 type RoundsBound struct {
-	// Logistic is the seed's bound T·q + ln((1−δ‴)/δ‴)·√(T·q(1−q))/k,
+	// Logistic is the appendix's bound T·q + ln((1−δ‴)/δ‴)·√(T·q(1−q))/k,
 	// an approximation (normal approximation of the binomial, then the
 	// logistic approximation of Φ) that can fall below the true quantile
 	// when T·q is small.
@@ -37,8 +37,8 @@ type RoundsBound struct {
 // SelectionBound returns Lemma 1's bound on the number of times Cᵢ ~
 // Binomial(draws, q) that a client with selection probability q per draw is
 // chosen in draws = T = K·R draws, exceeded with probability at most
-// deltaTail = δ‴ (privacy-math.md §11, Lemma 1; seeds 000/001 eq. 1–4):
-// both the seed's logistic approximation with constant k (0 means DefaultK)
+// deltaTail = δ‴ (the personalized-DP FL appendix, Lemma 1, eq. 1–4):
+// both the appendix's logistic approximation with constant k (0 means DefaultK)
 // and the exact binomial (1 − δ‴) quantile, and the larger, which is the one
 // to use. q = 1 gives T.
 //
@@ -74,7 +74,7 @@ func SelectionBound(draws int, q, deltaTail, k float64) (RoundsBound, error) {
 }
 
 // logisticBound is Lemma 1's Rᵢ = T·q + ln((1−δ)/δ)·√(T·q(1−q))/k
-// (privacy-math.md §11; seeds 000/001 eq. 1).
+// (the personalized-DP FL appendix, eq. 1).
 func logisticBound(draws int, q, delta, k float64) float64 {
 	t := float64(draws)
 	return t*q + (math.Log1p(-delta)-math.Log(delta))*math.Sqrt(t*q*(1-q))/k

@@ -15,8 +15,8 @@ const cacheSize = 8
 
 // PoissonAccountant is the PLD accountant of DP-SGD with Poisson sampling
 // (each example in each step independently with probability q) and Gaussian
-// noise of multiplier σ, under add/remove-one adjacency (privacy-math.md
-// §8b; dp_accounting PLDAccountant with PoissonSampledDpEvent). It
+// noise of multiplier σ, under add/remove-one adjacency (Mironov,
+// Talwar & Zhang 2019; dp_accounting PLDAccountant with PoissonSampledDpEvent). It
 // discretizes one step pessimistically (PoissonGaussian, connect-the-dots)
 // in both directions, composes each over the steps by FFT, and reports the
 // larger δ (resp. ε) of the two directions, so its numbers are upper bounds:

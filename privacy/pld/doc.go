@@ -19,7 +19,7 @@
 // errors subtracted; used for lower bounds such as privacy/shuffle).
 //
 // PoissonGaussian builds the PMF of one step of the Poisson-subsampled
-// Gaussian mechanism (privacy-math.md §8a, §8b) by the connect-the-dots
+// Gaussian mechanism by the connect-the-dots
 // discretization of Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022
 // ("Connect the Dots: Tighter Discrete Approximations of Privacy Loss
 // Distributions", PETS 2022), in the remove or the add direction, and

@@ -109,7 +109,7 @@ func (g *poissonGaussian) lossRange(tail float64) (lmin, lmax float64) {
 
 // lossRemove returns the remove-direction privacy loss at output x,
 //
-//	ℓ(x) = ln(1 − q + q·e^{(2x−1)/(2σ²)})   (privacy-math.md §8b),
+//	ℓ(x) = ln(1 − q + q·e^{(2x−1)/(2σ²)})   (Mironov, Talwar & Zhang 2019),
 //
 // increasing in x; the add-direction loss is −ℓ(x).
 func (g *poissonGaussian) lossRemove(x float64) float64 {
@@ -166,7 +166,7 @@ func between(a, b normCDFs, za, zb float64) float64 {
 
 // PoissonGaussian returns the pessimistic PMF of one step of the
 // Poisson-subsampled Gaussian mechanism (sampling rate q in (0, 1], noise
-// multiplier σ > 0, sensitivity 1; privacy-math.md §8a for q = 1, §8b) in
+// multiplier σ > 0, sensitivity 1) in
 // direction dir, by connect-the-dots (Doroshenko et al. 2022, Alg. 1 in its
 // cell form): the outputs x whose loss falls between two grid losses ℓ_i <
 // ℓ_{i+1} form a cell whose P-mass p and Q-mass r (Gaussian CDF

@@ -43,7 +43,7 @@ func mustEps(t testing.TB, a privacy.Accountant, steps int, delta float64) float
 
 // Opacus's RDP unit test: q = 0.04, σ = 1.5, 2250 steps, δ = 1e-5 gives RDP
 // ε = 7.32911117143 and PRV ε = 6.7774 (an upper estimate, eps_error 0.01);
-// anchors.md's independent PLD gives 6.769.
+// an independent PLD implementation gives 6.769.
 func TestOpacusAnchor(t *testing.T) {
 	const q, sigma, steps, delta = 0.04, 1.5, 2250, 1e-5
 	eps := mustEps(t, mustAcc(t, q, sigma), steps, delta)
@@ -63,7 +63,7 @@ func TestOpacusAnchor(t *testing.T) {
 	}
 }
 
-// anchors.md §4: PLD ε (δ = 1e-5) of the TF and Opacus MNIST settings,
+// PLD ε (δ = 1e-5) of the TF and Opacus MNIST settings,
 // from an independent implementation, to 2 decimals.
 func TestAnchorsTable(t *testing.T) {
 	cases := []struct {

@@ -16,9 +16,9 @@ const maxGridLen = 1 << 23
 // 2²³ grid points; a coarser value discretization interval avoids it.
 var ErrGridTooLarge = fmt.Errorf("privacy-loss grid too large for the discretization interval: %w", privacy.ErrInvalidArgument)
 
-// PMF is a discretized privacy-loss distribution: masses on the uniform grid
-// of losses {iΔ : i ∈ ℤ} plus a mass at +∞ (privacy-math.md §8c; Koskela et
-// al. 2020; dp_accounting pld_pmf.DensePLDPmf).
+// PMF is a discretized privacy-loss distribution: masses on the uniform grid of
+// losses {iΔ : i ∈ ℤ} plus a mass at +∞ (Koskela et al. 2020; dp_accounting
+// pld_pmf.DensePLDPmf).
 //
 // A pessimistic PMF's δ(ε) is an upper bound on the δ(ε) of the pair it
 // was built from at every ε, an optimistic one's a lower bound. Numerical
@@ -226,7 +226,7 @@ func (p *PMF) rawDelta(eps float64) float64 {
 //
 //	δ(ε) = Σ_ℓ p(ℓ)(1 − e^{ε−ℓ})₊ + p(∞)
 //
-// (privacy-math.md §8c; each term as −expm1(ε−ℓ), no cancellation), with
+// (each term as −expm1(ε−ℓ), no cancellation), with
 // the error bounds added for a pessimistic PMF (capped at 1) or subtracted
 // for an optimistic one (floored at 0). ε may be any real number or +Inf,
 // not NaN.

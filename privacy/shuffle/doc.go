@@ -2,7 +2,7 @@
 // (a permutation per epoch, cut into M batches) from below: the lower bound
 // of Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha & Zhang ("How Private are
 // DP-SGD Implementations?", ICML 2024; "Scalable DP-SGD: Shuffling vs.
-// Poisson Subsampling", NeurIPS 2024; privacy-math.md §8d).
+// Poisson Subsampling", NeurIPS 2024).
 //
 // The certified (upper) bound for shuffling is the amplification-free one,
 // privacy.NewGaussianEpochs(σ, M, privacy.SamplerShuffle): each epoch one

@@ -14,8 +14,8 @@ import (
 
 const (
 	// Means of the two mixtures: the pair is P = MoG(meanUpper) (the record
-	// present) and Q = MoG(meanLower) (its zero-out ghost) (privacy-math.md
-	// §8d; dpsgd_bounds.py ShuffleAccountant).
+	// present) and Q = MoG(meanLower) (its zero-out ghost) (Chua et al.
+	// 2024; dpsgd_bounds.py ShuffleAccountant).
 	meanUpper = 2.0
 	meanLower = 1.0
 	// capTail bounds the mass of max_t x_t outside [cLo, cHi] under both
@@ -41,7 +41,7 @@ const (
 )
 
 // LowerBound is Chua et al.'s lower bound on the privacy of DP-SGD with
-// fixed-size shuffling (privacy-math.md §8d), under zero-out adjacency: a
+// fixed-size shuffling, under zero-out adjacency: a
 // linear loss with every other record at −1, the target at +1 and its ghost
 // at 0 makes the M noisy sums of an epoch (σ-scaled, shifted by the batch
 // size) the mixtures
@@ -283,7 +283,7 @@ type cube struct {
 }
 
 // logIn returns ln P(max_t x_t ≤ c) under MoG(m):
-// ln Φ((c−m)/σ) + (M−1) ln Φ(c/σ) (privacy-math.md §8d).
+// ln Φ((c−m)/σ) + (M−1) ln Φ(c/σ).
 func (k *cube) logIn(c, m float64) float64 {
 	return numeric.LogNormCDF((c-m)/k.sigma) + (k.t-1)*numeric.LogNormCDF(c/k.sigma)
 }

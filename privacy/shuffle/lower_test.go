@@ -18,8 +18,8 @@ func mustLB(t testing.TB, sigma float64, rounds int) *LowerBound {
 	return l
 }
 
-// privacy-math.md §8d table: TV (ε = 0) lower bounds of the shuffle cube,
-// as given to 3 digits.
+// TV (ε = 0) lower bounds of the shuffle cube, computed independently and
+// given to 3 digits.
 func TestTVTable(t *testing.T) {
 	cases := []struct {
 		sigma  float64
