@@ -1,12 +1,12 @@
-// Package ageaware simulates seed 003's age-aware scheduling for
-// differentially private federated learning (Lin, Lin, Hsu & Huang, "Age
-// aware scheduling for differentially-private federated learning"; formulas in
-// privacy-math.md §12, the privacy calculations in privacy/ageaware).
+// Package ageaware simulates the age-aware scheduling for differentially
+// private federated learning of Lin, Lin, Hsu & Huang, "Age aware scheduling
+// for differentially-private federated learning" (cited as Lin et al. below;
+// docs/ageaware.md, the privacy calculations in privacy/ageaware).
 //
 // # The protocol (Section III-B)
 //
 // m clients hold time-varying data: client i's records follow a finite Markov
-// chain Pᵢ whose states carry values (electricity use in Wh in the seed). The
+// chain Pᵢ whose states carry values (electricity use in Wh in the paper). The
 // server schedules each client's collection time t_{c,i} ∈ {0, …, t_agg}; the
 // client collects |Dᵢ| records, trains locally by ERM with the squared loss
 // (its estimate Wᵢ is the mean value), adds Laplace noise of scale
@@ -18,7 +18,7 @@
 //
 //	L̂(W̃, D^{agg}) − L̂(W^{agg}, D^{agg}) = (W̃ − W^{agg})².
 //
-// Reading of the seed's model (a choice: the text can be read two ways). The
+// Reading of the paper's model (a choice: the text can be read two ways). The
 // seed sets "the initial probability distributions μᵢ^{(t_{c,i})}" and says
 // clients "are only active with their initial states at time t_{c,i}": a
 // record's state at its collection time has the law Initᵢ = μᵢ, and its state
@@ -39,18 +39,18 @@
 // Client i's release is ε(aᵢ, ε_{c,i})-age-dependent DP with
 // ε(a, ε_c) = ln(1 + Δᵢ(a)(e^{ε_c} − 1)). Adaptive noise (NoiseAdaptive) takes
 // eq. 4's ε_{c,i} for each client, so every release is exactly ε̄-private.
-// Constant noise (NoiseConstant) follows the seed's Section IV: one ε_c for all
+// Constant noise (NoiseConstant) follows the paper's Section IV: one ε_c for all
 // clients "regardless of t_{c,i}", with ε̄ = maxᵢ ε(aᵢ, ε_c); for a target ε̄
 // that is the smallest of the clients' eq. 4 levels. (When any client is
 // fresh, Δ = 1 and this is ε_c = ε̄, classical DP; it is never less private.)
 //
-// Δᵢ(a) comes from Config.Delta: the spectral bound (the seed's choice, the
+// Δᵢ(a) comes from Config.Delta: the spectral bound (the paper's choice, the
 // default), the exact reverse-chain Δ, or the posterior Δ for data started
 // from Initᵢ. Caveat: Proposition 1 is stated for a stationary chain, and the
 // seed both assumes stationarity and starts its clients from laws μᵢ ≠ πᵢ.
 // The mixture argument behind Proposition 1 holds for any law of the old data
 // given today's; DeltaPosterior uses the one of the simulated model, whereas
-// the spectral and exact sources (as in the seed) use the stationary reverse
+// the spectral and exact sources (as in the paper) use the stationary reverse
 // chain.
 //
 // # Evaluating Theorem 1 (the proposed schedule)
@@ -64,7 +64,7 @@
 // is a true upper bound of the expected loss (the tests check it):
 //
 //   - The mutual informations are exact, on the lattice of sums of the state
-//     values (the values are commensurate in the seed: multiples of 10 Wh).
+//     values (the values are commensurate in the paper: multiples of 10 Wh).
 //     With per-client projection the loss depends on the vector of client
 //     estimates, so the aged term uses I(Wᵢ; Z_{i,j}^{agg}) ≥ I(W; Z_{i,j}^{agg})
 //     (data processing; the other clients are independent of Z_{i,j}); the fresh
@@ -104,7 +104,7 @@
 // # Defaults
 //
 // PaperConfig is Section IV's setting (three clients, the (p, q) pairs, initial
-// laws and 100 samples of the seed, the spectral Δ). The seed does not state
+// laws and 100 samples of the paper, the spectral Δ). The paper does not state
 // t_agg or the range of ε̄ of its Fig. 3: t_agg = DefaultAggTime = 15 lets the
 // slowest chains' spectral bound fall below 1 (it stays 1 up to age 7), and
 // dpsgd ageaware simulate sweeps ε̄ from 0.01 to 3, where the schemes separate.

@@ -161,7 +161,7 @@ func TestExpectedLossBruteForce(t *testing.T) {
 
 // TestExpectedLossMonteCarlo: the exact loss against the simulation (the
 // trajectories of datasets.MarkovChain and kernels.AddLaplace noise) on the
-// seed's setting, within 4.5 standard errors.
+// paper's setting, within 4.5 standard errors.
 func TestExpectedLossMonteCarlo(t *testing.T) {
 	p := mustProblem(t, PaperConfig())
 	trials := 20000
@@ -224,7 +224,7 @@ func TestBoundAboveLoss(t *testing.T) {
 			}
 		}
 	}
-	// Risk term against Monte Carlo on the seed's setting.
+	// Risk term against Monte Carlo on the paper's setting.
 	p := mustProblem(t, PaperConfig())
 	s, err := p.Simulate(context.Background(), 20000, 5)
 	if err != nil {

@@ -16,7 +16,7 @@ type Scheduling int
 
 const (
 	// SchedRandom draws each client's collection time uniformly from
-	// {0, …, t_agg}, independently (the seed's schemes 1 and 2).
+	// {0, …, t_agg}, independently (Lin et al.'s schemes 1 and 2).
 	SchedRandom Scheduling = iota
 	// SchedProposed minimizes Theorem 1's bound (schemes 3 and 4).
 	SchedProposed
@@ -34,7 +34,7 @@ func (s Scheduling) String() string {
 	return schedulingNames[s]
 }
 
-// Scheme is one of the seed's six schemes: a scheduling and a noise mode.
+// Scheme is one of Lin et al.'s six schemes: a scheduling and a noise mode.
 type Scheme struct {
 	Scheduling Scheduling
 	Noise      NoiseMode
@@ -43,7 +43,7 @@ type Scheme struct {
 // String returns "scheduling+noise", e.g. "proposed+adaptive".
 func (s Scheme) String() string { return s.Scheduling.String() + "+" + s.Noise.String() }
 
-// Schemes returns the seed's six schemes in its order 1)–6): random,
+// Schemes returns Lin et al.'s six schemes in their order 1)–6): random,
 // proposed and optimal scheduling, each with constant then adaptive noise.
 func Schemes() []Scheme {
 	var out []Scheme
@@ -102,7 +102,7 @@ func (s SearchMethod) String() string {
 	return fmt.Sprintf("SearchMethod(%d)", int(s))
 }
 
-// RunConfig describes an experiment: the seed's Fig. 3 for a grid of ε̄.
+// RunConfig describes an experiment: Lin et al.'s Fig. 3 for a grid of ε̄.
 type RunConfig struct {
 	Eps          []float64 // targets ε̄ > 0
 	Schemes      []Scheme  // nil: Schemes()
@@ -133,7 +133,7 @@ type Point struct {
 	// NoisePower is Σ pᵢ²·2ηᵢ², the variance of the aggregate noise (for
 	// random scheduling its mean over the evaluation trials' schedules).
 	NoisePower float64
-	// MeanEpsC is the seed's ε_c = (1/m)Σ ε_{c,i} (random: the mean over the
+	// MeanEpsC is Lin et al.'s ε_c = (1/m)Σ ε_{c,i} (random: the mean over the
 	// trials); +Inf when a client needs no noise.
 	MeanEpsC float64
 	// Evaluations is the number of objective evaluations of the search (0

@@ -10,7 +10,7 @@ const maxLattice = 1 << 18
 
 // lattice places a client's state values on a common grid: value v_x is
 // lo + step·off[x] with integer offsets, exactly when the values are
-// commensurate (seed 003's 20, 50, 100, 200 Wh are multiples of 10), so that
+// commensurate (Lin et al.'s 20, 50, 100, 200 Wh are multiples of 10), so that
 // the sum of n collected values is lo·n + step·S with S an integer in
 // [0, n·K]. Values that are not commensurate within the lattice size limit are
 // rounded to K = ⌊(maxLattice − 1)/n⌋ levels of their range (approx = true);

@@ -19,7 +19,7 @@ const maxSampleValues = 1 << 28
 
 // laplaceStep is the NoiseKey.Step of the unit Laplace draws of a Sample (the
 // client index is the Tensor).
-const laplaceStep = 0x0003_6167_6561 // "age", seed 003
+const laplaceStep = 0x0003_6167_6561 // "age" in ASCII after 3: any fixed constant
 
 // Sample is a set of simulated runs of the protocol, shared by every
 // schedule and noise level (common random numbers): in each trial every

@@ -13,7 +13,7 @@ type NoiseMode int
 
 const (
 	// NoiseConstant: every client uses the same ε_c whatever the age of its
-	// data, the seed's "constant noise" (Section IV, schemes 1, 3, 5): the
+	// data, Lin et al.'s "constant noise" (Section IV, schemes 1, 3, 5): the
 	// largest common ε_c whose age-dependent level max_i ε(aᵢ, ε_c) is ε̄,
 	// that is eq. 4's ε_c of the client whose Δᵢ(aᵢ) is largest. When some
 	// client's data are fresh (Δ = 1) it is ε_c = ε̄, classical DP.
@@ -123,7 +123,7 @@ type Noise struct {
 	// Power is the variance of the aggregate noise Σ pᵢ Nᵢ before
 	// projection, Σ pᵢ²·2ηᵢ² (Fig. 3(b)'s "noise power").
 	Power float64
-	// MeanEpsC is the seed's ε_c = (1/m)Σ ε_{c,i} of Fig. 3(b); +Inf when
+	// MeanEpsC is Lin et al.'s ε_c = (1/m)Σ ε_{c,i} of Fig. 3(b); +Inf when
 	// some client needs no noise.
 	MeanEpsC float64
 }
@@ -182,7 +182,7 @@ func (p *Problem) ExpectedLoss(epsBar float64, mode NoiseMode, s Schedule) (floa
 
 // Bound returns Theorem 1's upper bound (3) on the expected loss difference of
 // schedule s under target epsBar and mode, with its terms. How each term is
-// evaluated (the seed leaves ψ, φ and the mutual informations to the user) is
+// evaluated (the paper leaves ψ, φ and the mutual informations to the user) is
 // described in the package documentation, "Evaluating Theorem 1". Errors as
 // for Noise.
 func (p *Problem) Bound(epsBar float64, mode NoiseMode, s Schedule) (*BoundTerms, error) {

@@ -84,7 +84,7 @@ func TestBennettInv(t *testing.T) {
 func TestLattice(t *testing.T) {
 	l := newLattice([]float64{20, 50, 100, 200}, 100)
 	if l.approx || l.k != 18 || l.step != 10 {
-		t.Errorf("seed 003 values: k %d step %g approx %v", l.k, l.step, l.approx)
+		t.Errorf("Lin et al. values: k %d step %g approx %v", l.k, l.step, l.approx)
 	}
 	l = newLattice([]float64{0.1, 0.2, 0.7}, 10)
 	if l.approx || l.k != 6 {

@@ -16,8 +16,8 @@ import (
 type DeltaSource int
 
 const (
-	// DeltaSpectral is the spectral upper bound of [12, Prop. 5], as the
-	// seed's Section IV uses it (reversible chains only). The default.
+	// DeltaSpectral is the spectral upper bound of [12, Prop. 5], as
+	// Section IV of Lin et al. uses it (reversible chains only). The default.
 	DeltaSpectral DeltaSource = iota
 	// DeltaExact is the exact Δ of the stationary reverse chain.
 	DeltaExact
@@ -48,7 +48,7 @@ func ParseDeltaSource(s string) (DeltaSource, error) {
 
 // Client is one client of the federation: the Markov chain its records follow,
 // the value of each state, the law Init of its data at collection time (the
-// seed's μᵢ^{(t_c,i)}) and the number of samples it collects.
+// paper's μᵢ^{(t_c,i)}) and the number of samples it collects.
 type Client struct {
 	Chain   [][]float64 // transition matrix Pᵢ (irreducible; reversible for DeltaSpectral)
 	Values  []float64   // value of each state (e.g. Wh)
@@ -80,11 +80,11 @@ const maxPrecompute = 1e10
 // 1 up to age 7), so that aging has something to trade.
 const DefaultAggTime = 15
 
-// PaperConfig returns seed 003's Section IV setting: three clients with the
+// PaperConfig returns Lin et al.'s Section IV setting: three clients with the
 // four-state birth–death chains (p, q) = (0.1, 0.2), (0.2, 0.1), (0.4, 0.4),
 // states valued 20, 50, 100, 200 Wh, initial laws μ₁ = [0.8, 0.2, 0, 0],
 // μ₂ = [0, 0.1, 0.5, 0.4], μ₃ = [0.2, 0.3, 0.5, 0], 100 samples each;
-// t_agg = DefaultAggTime and the spectral bound for Δ, as the seed uses.
+// t_agg = DefaultAggTime and the spectral bound for Δ, as the paper uses.
 func PaperConfig() Config {
 	cfg := Config{AggTime: DefaultAggTime, Delta: DeltaSpectral}
 	for _, c := range datasets.ElectricityClients() {

@@ -12,8 +12,9 @@
 //     [0, 1] ([AdultCategoryLists], [AdultNumericBounds]; D = [AdultDim] = 113);
 //   - [Synthetic], a reproducible Gaussian-mixture classification problem;
 //   - [TrainTestSplit] and [Dataset.Subset];
-//   - [MarkovChain], time-varying data from a finite Markov chain, with seed 003's 4-state
-//     birth–death chain and its electricity-use clients as presets ([BirthDeathChain],
+//   - [MarkovChain], time-varying data from a finite Markov chain, with the 4-state birth–death
+//     chain of Lin, Lin, Hsu & Huang ("Age aware scheduling for differentially-private
+//     federated learning") and its electricity-use clients as presets ([BirthDeathChain],
 //     [ElectricityClients]);
 //   - [Fetch], [Verify] and [Resolve], which download files into a cache directory with SHA-256
 //     verification (temporary file, verify, rename: never a half-written file).

@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 )
 
-// Time-varying client data from a finite Markov chain (seed 003, privacy-math.md §12).
+// Time-varying client data from a finite Markov chain (Lin, Lin, Hsu & Huang, "Age aware
+// scheduling for differentially-private federated learning", cited as Lin et al.;
+// docs/ageaware.md).
 //
-// Each record (a household, in the seed's electricity example) is one trajectory of the chain:
+// Each record (a household, in Lin et al.'s electricity example) is one trajectory of the chain:
 // its state at time 0 is drawn from an initial law μ and each later state from the row of the
 // transition matrix P at the previous state. A client's dataset at time t is the column t of its
 // records' trajectories, so data collected at t_c and the "fresh" data at t_agg belong to the
@@ -226,7 +228,7 @@ func (m *MarkovChain) Trajectories(n, steps int, mu []float64, seed uint64) (*Tr
 	return tr, nil
 }
 
-// BirthDeathChain returns seed 003's four-state birth–death transition matrix (Section IV)
+// BirthDeathChain returns Lin et al.'s four-state birth–death transition matrix (Section IV)
 //
 //	[1−p−q  p+q    0      0    ]
 //	[q      1−p−q  p      0    ]
@@ -247,11 +249,11 @@ func BirthDeathChain(p, q float64) ([][]float64, error) {
 	}, nil
 }
 
-// ElectricityValues returns seed 003's quantized half-hourly electricity use, the values of
+// ElectricityValues returns Lin et al.'s quantized half-hourly electricity use, the values of
 // the four states of its chain: 20, 50, 100 and 200 Wh.
 func ElectricityValues() []float64 { return []float64{20, 50, 100, 200} }
 
-// ElectricityChain returns the generator of seed 003's Section IV: BirthDeathChain(p, q) with
+// ElectricityChain returns the generator of Lin et al.'s Section IV: BirthDeathChain(p, q) with
 // the states valued by ElectricityValues.
 func ElectricityChain(p, q float64) (*MarkovChain, error) {
 	rows, err := BirthDeathChain(p, q)
@@ -261,7 +263,7 @@ func ElectricityChain(p, q float64) (*MarkovChain, error) {
 	return NewMarkovChain(rows, ElectricityValues())
 }
 
-// ElectricityClient is one client of seed 003's simulation: its chain parameters (p, q), the
+// ElectricityClient is one client of Lin et al.'s simulation: its chain parameters (p, q), the
 // law Init of its data at collection time, and the number of samples it collects.
 type ElectricityClient struct {
 	P, Q    float64
@@ -269,7 +271,7 @@ type ElectricityClient struct {
 	Samples int
 }
 
-// ElectricityClients returns the three clients of seed 003's Section IV: (p, q) = (0.1, 0.2),
+// ElectricityClients returns the three clients of Lin et al.'s Section IV: (p, q) = (0.1, 0.2),
 // (0.2, 0.1) and (0.4, 0.4); initial laws μ₁ = [0.8, 0.2, 0, 0], μ₂ = [0, 0.1, 0.5, 0.4] and
 // μ₃ = [0.2, 0.3, 0.5, 0]; 100 samples each.
 func ElectricityClients() []ElectricityClient {

@@ -42,7 +42,7 @@ func chiSquareRows(t *testing.T, p [][]float64, counts [][]float64) (stat float6
 }
 
 // TestMarkovTransitionFrequencies: the empirical transition counts of long samples match P by
-// a chi-square test at level 1e-6 (fixed seeds, so the test is deterministic), for seed 003's
+// a chi-square test at level 1e-6 (fixed seeds, so the test is deterministic), for Lin et al.'s
 // three chains and random chains on 6 and 12 states (the latter uses the binary-search path).
 func TestMarkovTransitionFrequencies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -132,7 +132,7 @@ func TestMarkovTransitionFrequencies(t *testing.T) {
 }
 
 // TestMarkovInitialLaw: the states at time 0 follow μ (chi-square), zero-probability states
-// never appear, and the seed 003 law μ₁ = [0.8, 0.2, 0, 0] is reproduced.
+// never appear, and Lin et al.'s law μ₁ = [0.8, 0.2, 0, 0] is reproduced.
 func TestMarkovInitialLaw(t *testing.T) {
 	m, err := ElectricityChain(0.1, 0.2)
 	if err != nil {

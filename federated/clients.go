@@ -18,7 +18,7 @@ import (
 // ClientSpec is one client's privacy request and participation parameters, as given by a
 // clients file or by flags.
 //
-// The total δᵢ of the guarantee is δᵢ = δ'ᵢ + δ‴ᵢ − δ'ᵢ·δ‴ᵢ (privacy-math.md §11, Theorem 1):
+// The total δᵢ of the guarantee is δᵢ = δ'ᵢ + δ‴ᵢ − δ'ᵢ·δ‴ᵢ (the personalized-DP FL appendix, Theorem 1):
 // δ'ᵢ is the Gaussian mechanism's δ and δ‴ᵢ the probability that the client's selection
 // count exceeds Lemma 1's bound Rᵢ. Any two of the three determine the third; a clients file
 // may give δᵢ alone, which is split evenly (see [SplitDelta]).
@@ -35,8 +35,8 @@ type ClientSpec struct {
 	// (the federation then uses the client's fraction of the training examples). Given
 	// shares must sum to 1 within ShareTolerance.
 	Share float64 `json:"share,omitempty"`
-	// Sensitivity is the sensitivity factor sᵢ ≥ 1 of the client's updates (seeds 000/001;
-	// privacy-math.md §11); 0 means 1.
+	// Sensitivity is the sensitivity factor sᵢ ≥ 1 of the client's updates (the
+	// personalized-DP FL appendix); 0 means 1.
 	Sensitivity float64 `json:"sensitivity,omitempty"`
 }
 
@@ -81,13 +81,13 @@ func (e *ParseError) Is(target error) bool { return target == ErrClientsFile }
 
 // SplitDelta splits a total δ ∈ (0, 1) evenly into δ' = δ‴ = 1 − √(1 − δ) (computed as
 // δ/(1 + √(1 − δ)), without cancellation), the split for which δ' + δ‴ − δ'·δ‴ = δ
-// exactly (privacy-math.md §11, Theorem 1's δ composition).
+// exactly (the appendix's Theorem 1 δ composition).
 func SplitDelta(delta float64) (deltaPrime, deltaTail float64) {
 	x := delta / (1 + math.Sqrt(1-delta))
 	return x, x
 }
 
-// DeltaTotal is δ' + δ‴ − δ'·δ‴ (privacy-math.md §11, Theorem 1).
+// DeltaTotal is δ' + δ‴ − δ'·δ‴ (the personalized-DP FL appendix, Theorem 1).
 func DeltaTotal(deltaPrime, deltaTail float64) float64 {
 	return deltaPrime + deltaTail - deltaPrime*deltaTail
 }

@@ -1,16 +1,17 @@
-// Package federated trains a model by federated learning with per-client differential
-// privacy (seeds 000/001; privacy-math.md §11): N clients hold disjoint parts of a training
-// set (PartitionIndices: IID or non-IID by label), each with its own budget (εᵢ, δᵢ), sample
-// rate qᵢ and data share pᵢ (ClientSpec, ParseClients for CSV or JSON clients files). A run has
-// R rounds of K draws (Sampling: client i's count over the run is Binomial(K·R, qᵢ), as the
-// seeds' Lemma 1 assumes); a selected client trains I local DP-SGD steps from the global model
-// with its own noise (gradient perturbation, the default) or releases one noisy update (output
-// perturbation), its noise calibrated by privacy/personalized to its budget and to Lemma 1's
-// bound Rᵢ on its selections; the server aggregates by the seeds' eq. 15 with weights
-// Cₙᵗ·pₙ/(K·qₙ) (Aggregate). Every round checks each client's selections against its Rᵢ and
-// retires a client that has reached it, so the promised guarantee always holds. The report
-// lists, per client, the budget, the noise, the selections, whether it was retired and the ε
-// actually spent, plus eq. 11's utility cost and the test accuracy.
+// Package federated trains a model by federated learning with per-client differential privacy
+// (the personalized-DP FL appendix, see privacy/personalized; docs/federated.md): N clients
+// hold disjoint parts of a training set (PartitionIndices: IID or non-IID by label), each with
+// its own budget (εᵢ, δᵢ), sample rate qᵢ and data share pᵢ (ClientSpec, ParseClients for CSV
+// or JSON clients files). A run has R rounds of K draws (Sampling: client i's count over the
+// run is Binomial(K·R, qᵢ), as the appendix's Lemma 1 assumes); a selected client trains I
+// local DP-SGD steps from the global model with its own noise (gradient perturbation, the
+// default) or releases one noisy update (output perturbation), its noise calibrated by
+// privacy/personalized to its budget and to Lemma 1's bound Rᵢ on its selections; the server
+// aggregates by the appendix's eq. 15 with weights Cₙᵗ·pₙ/(K·qₙ) (Aggregate). Every round
+// checks each client's selections against its Rᵢ and retires a client that has reached it, so
+// the promised guarantee always holds. The report lists, per client, the budget, the noise, the
+// selections, whether it was retired and the ε actually spent, plus eq. 11's utility cost and
+// the test accuracy.
 //
 // Local training runs on engine.Learner: the engine's per-example clipping, counter-based
 // Gaussian noise and optimizer. Runs are reproducible from Config.Model.Seed.

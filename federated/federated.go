@@ -22,11 +22,11 @@ import (
 type Mode string
 
 const (
-	// ModeGradient (the default; seeds 000/001 Theorem 2): each of the I local steps adds
+	// ModeGradient (the default; the appendix's Theorem 2): each of the I local steps adds
 	// Gaussian noise to the client's summed clipped gradient, so one participation is I
 	// Gaussian releases.
 	ModeGradient Mode = "gradient"
-	// ModeOutput (seeds 000/001 Theorem 1 and 4): the I local steps are clipped but not noised;
+	// ModeOutput (the appendix's Theorem 1 and 4): the I local steps are clipped but not noised;
 	// the client releases its update once, with noise. See Federation for the sensitivity.
 	ModeOutput Mode = "output"
 )
@@ -35,13 +35,13 @@ const (
 type Calibration string
 
 const (
-	// CalibrationGDP (the default) is the tight μ-GDP calibration of privacy-math.md §11:
+	// CalibrationGDP (the default) is the tight μ-GDP calibration (docs/accounting.md):
 	// valid at every ε.
 	CalibrationGDP Calibration = "gdp"
-	// CalibrationSeed is the seed's explicit classic-Gaussian calibration (end of the proof of
+	// CalibrationSeed is the appendix's explicit classic-Gaussian calibration (end of the proof of
 	// Theorem 4), proven only for εᵢ < 1 and one release per participation. In gradient mode
-	// its σ is multiplied by √I, the √E of the seed's Theorem 2, so that Rᵢ·I releases get
-	// the same total as Rᵢ releases of the seed's σ. The report gives the ε actually spent,
+	// its σ is multiplied by √I, the √E of the appendix's Theorem 2, so that Rᵢ·I releases get
+	// the same total as Rᵢ releases of the appendix's σ. The report gives the ε actually spent,
 	// by exact GDP accounting, whatever the calibration.
 	CalibrationSeed Calibration = "seed"
 )
@@ -110,7 +110,7 @@ type ClientPlan struct {
 	// Sigma is the absolute noise std per coordinate, Multiplier·S: on the client's averaged
 	// clipped gradient (gradient mode) or on its averaged update (output mode).
 	Sigma     float64 `json:"sigma"`
-	SigmaSeed float64 `json:"sigma_seed"` // the seed's calibration (absolute, same units)
+	SigmaSeed float64 `json:"sigma_seed"` // the appendix's calibration (absolute, same units)
 	SigmaGDP  float64 `json:"sigma_gdp"`  // the tight calibration (absolute, same units)
 	SeedValid bool    `json:"seed_valid"` // personalized.Calibration.SeedValid
 	// EpsilonBound is the ε at δ'ᵢ after Rᵢ participations at this noise (exact GDP):
@@ -187,12 +187,13 @@ type Report struct {
 	History      []RoundStats `json:"history"`
 }
 
-// Federation is a federated DP training run (seeds 000/001, privacy-math.md §11): N clients
-// holding parts of one training set, R rounds of K draws, each selected client training I
-// local steps from the global model with its own noise, the server aggregating by eq. 15.
+// Federation is a federated DP training run (the personalized-DP FL appendix;
+// docs/federated.md): N clients holding parts of one training set, R rounds of K draws, each
+// selected client training I local steps from the global model with its own noise, the server
+// aggregating by eq. 15.
 //
 // Privacy unit and adjacency: one training example of client i, replaced by another (the
-// seeds' 2C/m sensitivity), with client i's part size public. The guarantee is "towards a
+// appendix's 2C/m sensitivity), with client i's part size public. The guarantee is "towards a
 // third party": it covers everything the clients release. In gradient mode each local step
 // releases the clipped sum of b = LocalBatch examples plus N(0, (Mᵢ·2C·sᵢ)²) per coordinate;
 // the sum's replace-one sensitivity is 2C whatever examples the batch holds, so each step is
@@ -460,8 +461,8 @@ func localBatch(b, m int) int {
 	return b
 }
 
-// calibrate fills f.plans: Lemma 1's bound and the noise of every client (privacy-math.md §11
-// through personalized.Calibrate), and eq. 11's utility cost.
+// calibrate fills f.plans: Lemma 1's bound and the noise of every client (through
+// personalized.Calibrate), and eq. 11's utility cost.
 func (f *Federation) calibrate(clients []ClientSpec) error {
 	cfg := f.cfg
 	n := len(clients)

@@ -222,7 +222,7 @@ func TestNoiseWiring(t *testing.T) {
 
 // TestCalibrationPlans: personalized noise is smaller for larger budgets and meets each
 // budget at Rᵢ; UniformNoise gives every client the strictest client's multiplier, so the
-// larger budgets are under-spent; the seed's calibration is more noise than the GDP one at
+// larger budgets are under-spent; the appendix's calibration is more noise than the GDP one at
 // these budgets; eq. 11's utility cost matches a direct evaluation of the formula.
 func TestCalibrationPlans(t *testing.T) {
 	train, test := toyData(t, 900, 6, 3)
@@ -250,7 +250,7 @@ func TestCalibrationPlans(t *testing.T) {
 			t.Errorf("%s: under uniform noise spends %v of ε = %v, want much less", p.ID, u.EpsilonBound, p.Epsilon)
 		}
 		if !(seed[i].Multiplier > p.Multiplier) {
-			t.Errorf("%s: seed multiplier %v, GDP %v: want the seed's larger", p.ID, seed[i].Multiplier, p.Multiplier)
+			t.Errorf("%s: seed multiplier %v, GDP %v: want the appendix's larger", p.ID, seed[i].Multiplier, p.Multiplier)
 		}
 		if want := p.SigmaSeed / (2 * cfg.Model.Clip / float64(p.LocalBatch)) * math.Sqrt(float64(cfg.LocalSteps)); math.Abs(seed[i].Multiplier-want) > 1e-12*want {
 			t.Errorf("%s: seed multiplier %v, want σ_seed/S·√I = %v", p.ID, seed[i].Multiplier, want)

@@ -9,7 +9,7 @@ import (
 
 // Sampling names how the K draws of a round select clients. Under both, client i's count
 // Cᵢᵗ in one round is Binomial(K, qᵢ), so its count over the run, Σₜ Cᵢᵗ, is Binomial(T, qᵢ)
-// with T = K·R, as Lemma 1 assumes (privacy-math.md §11), and E[Cᵢᵗ] = K·qᵢ, which makes the
+// with T = K·R, as Lemma 1 of the personalized-DP FL appendix assumes, and E[Cᵢᵗ] = K·qᵢ, which makes the
 // aggregation of eq. 15 unbiased (see Aggregate).
 type Sampling string
 
@@ -99,7 +99,7 @@ func (s *sampler) counts(t int, c []int) {
 	}
 }
 
-// Aggregate adds to dst the server update of eq. 15–16 of seeds 000/001 (privacy-math.md §11),
+// Aggregate adds to dst the server update of eq. 15–16 of the personalized-DP FL appendix,
 //
 //	Δx = (1/K)·Σₙ Cₙᵗ·(pₙ/qₙ)·Δₙ,
 //
@@ -109,7 +109,7 @@ func (s *sampler) counts(t int, c []int) {
 //
 // Normalization: eq. 15 is printed with 1/N in front, eq. 16 (the same quantity expanded) with
 // γ/K. Since E[Cₙᵗ] = K·qₙ, the factor 1/K makes E[Δx] = Σₙ pₙ·Δₙ, the update of full
-// participation, for any N; 1/N would scale it by K/N. The seed's convergence proof uses
+// participation, for any N; 1/N would scale it by K/N. The appendix's convergence proof uses
 // E[Cₙᵗ] = K·qₙ with the 1/K form, so 1/K is implemented (TestAggregateUnbiased checks it by
 // Monte Carlo).
 //
