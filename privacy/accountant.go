@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // Sampler names, as returned by Accountant.Sampler.

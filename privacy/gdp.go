@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"gonum.org/v1/gonum/mathext"
 )
 

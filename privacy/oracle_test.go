@@ -3,7 +3,7 @@ package privacy
 import (
 	"math"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"gonum.org/v1/gonum/integrate/quad"
 )
 

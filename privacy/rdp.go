@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // MaxOrder is the largest Rényi order accepted.

@@ -7,9 +7,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/ball"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy/pld"
 )
 

@@ -3,7 +3,7 @@ package allocation
 import (
 	"math"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // asymCheck reports whether σ and c are valid for the μ coefficients.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // BerryEsseenB is the Berry–Esseen constant used by van Dijk & Ertan's Theorem 4.1:

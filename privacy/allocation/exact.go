@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // exactTolerance is the stated absolute accuracy of the one-epoch exact

@@ -6,7 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/integrate/quad"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // This file evaluates the one-epoch hockey-stick curve of the Gaussian pair

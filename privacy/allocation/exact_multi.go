@@ -5,8 +5,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // ExactDelta returns a certified δ(ε) of E = epochs epochs of random

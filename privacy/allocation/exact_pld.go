@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/cmplx"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy/pld"
 	"gonum.org/v1/gonum/dsp/fourier"
 )

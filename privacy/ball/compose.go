@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 )
 
 // Composition says how the (0, δ') guarantees of single steps are composed.

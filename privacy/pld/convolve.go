@@ -7,7 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/dsp/fourier"
 
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // windowTail is the mass the Chernoff bound may leave outside the FFT

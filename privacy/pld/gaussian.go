@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/internal/numeric"
 	"gonum.org/v1/gonum/mathext"
 )
 

@@ -1,6 +1,7 @@
-// Package numeric holds the log-space and root-finding helpers shared by the
-// privacy accountants: ln(eᵃ ± eᵇ), ln Φ with full precision in the far tail,
-// and a conservative bisection for non-increasing functions.
+// Package numeric is the one home of the module's scalar numerical helpers,
+// shared by the privacy accountants and the audit: log-space arithmetic
+// (ln(eᵃ ± eᵇ), softplus), ln Φ with full precision in the far tail, and
+// one-dimensional root finding and search (bisections).
 package numeric
 
 import "math"
