@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // Adversarial canary designs: the canary's record sits at the edge of floating point, and
@@ -185,7 +186,7 @@ func newPoissonWeights(n, j, phys int, q float64) *poissonWeights {
 func (d *design) advPoissonLogLR(y float64, w *poissonWeights) float64 {
 	l0 := lseShift(w.lw0, y, d.s, 0)
 	l1 := lseShift(w.lw1, y, d.s, d.own)
-	return logAddExp(math.Log1p(-d.q), math.Log(d.q)+l1-l0)
+	return numeric.LogAddExp(math.Log1p(-d.q), math.Log(d.q)+l1-l0)
 }
 
 // advShuffleEpochLogLR is one shuffle epoch's log-likelihood ratio under the cross-row fault,
@@ -211,12 +212,12 @@ func (d *design) advShuffleEpochLogLR(ys []float64) float64 {
 	u, w := s+c, b*s+c
 	for _, y := range ys {
 		y += b * s
-		a0 = logAddExp(a0, lb+s*y-s*s/2)
+		a0 = numeric.LogAddExp(a0, lb+s*y-s*s/2)
 		t := w*y - w*w/2 - math.Log(b)
 		if b > 1 {
-			t = logAddExp(math.Log1p(-1/b)+u*y-u*u/2, t)
+			t = numeric.LogAddExp(math.Log1p(-1/b)+u*y-u*u/2, t)
 		}
-		a1 = logAddExp(a1, lb+t)
+		a1 = numeric.LogAddExp(a1, lb+t)
 	}
 	return a1 - a0
 }
@@ -298,14 +299,14 @@ func (d *design) advAllocationEpochLogLR(ys []float64, tab *allocationTables) fl
 						continue
 					}
 					z := ys[r] + s*float64(k-erased(kb, k-kb, phys)) - c
-					acc = logAddExp(acc, lp-z*z/2)
+					acc = numeric.LogAddExp(acc, lp-z*z/2)
 				}
 				hr[k] = acc - lf[k]
 			}
 		}
 		q := polyMulLog(pre[r], hr)
 		for a := range q {
-			l1 = logAddExp(l1, q[a]+suf[r+1][n1-a])
+			l1 = numeric.LogAddExp(l1, q[a]+suf[r+1][n1-a])
 		}
 	}
 	return l1 - math.Log(float64(m)) - l0

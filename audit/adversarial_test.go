@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // visible returns how many ordinary examples of a batch (dataset indices, canary at index
@@ -66,11 +67,11 @@ func TestAdversarialScoresMatchEnumeration(t *testing.T) {
 					if !slices.Contains(batch, j) {
 						// Without the canary its slot is a ghost; with it, it was not drawn.
 						k := len(batch)
-						l0 = logAddExp(l0, lp-math.Log1p(-q)+gauss(y+s*float64(k)))
-						l1 = logAddExp(l1, lp+gauss(y+s*float64(k)))
+						l0 = numeric.LogAddExp(l0, lp-math.Log1p(-q)+gauss(y+s*float64(k)))
+						l1 = numeric.LogAddExp(l1, lp+gauss(y+s*float64(k)))
 						continue
 					}
-					l1 = logAddExp(l1, lp+gauss(y+s*float64(visible(batch, j, phys))-c))
+					l1 = numeric.LogAddExp(l1, lp+gauss(y+s*float64(visible(batch, j, phys))-c))
 				}
 				want := l1 - l0
 				got := d.advPoissonLogLR(y, newPoissonWeights(n, j, phys, q))
@@ -105,7 +106,7 @@ func TestAdversarialScoresMatchEnumeration(t *testing.T) {
 					a0 += gauss(ys[st] + s*float64(ghost))
 					a1 += gauss(ys[st] - mu1)
 				}
-				l0, l1 = logAddExp(l0, a0), logAddExp(l1, a1)
+				l0, l1 = numeric.LogAddExp(l0, a0), numeric.LogAddExp(l1, a1)
 			}
 			want := l1 - l0
 			got := d.advShuffleEpochLogLR(ys[:obs])
@@ -144,7 +145,7 @@ func TestAdversarialScoresMatchEnumeration(t *testing.T) {
 						a0 += gauss(ys[r] + s*float64(ghost))
 						a1 += gauss(ys[r] - mu1)
 					}
-					l0, l1 = logAddExp(l0, a0), logAddExp(l1, a1)
+					l0, l1 = numeric.LogAddExp(l0, a0), numeric.LogAddExp(l1, a1)
 				}
 				want := l1 - l0
 				got := d.advAllocationEpochLogLR(ys[:obs], newAllocationTables(n, j))

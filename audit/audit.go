@@ -15,6 +15,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/internal/seedmix"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -38,8 +39,8 @@ const (
 	// a learnable synthetic task on the other features.
 	CanaryIsolated = "isolated"
 	// CanaryOpposed (shuffle only): every ordinary example is a·e_{D−1} with label 1 and
-	// pushes the canary coordinates the other way, Chua et al.'s shuffle instance
-	// (privacy-math.md §8d).
+	// pushes the canary coordinates the other way, the shuffle instance of Chua et
+	// al. 2024.
 	CanaryOpposed = "opposed"
 )
 
@@ -110,7 +111,7 @@ type Result struct {
 	// Empirical is the measured test: Point, the interval [Low, High], the threshold and
 	// the error counts on the evaluation half.
 	Empirical Estimate
-	// EpsilonLowerBound is, for shuffle, Chua et al.'s lower bound (privacy-math.md §8d,
+	// EpsilonLowerBound is, for shuffle, Chua et al.'s lower bound (2024,
 	// privacy/shuffle) at (σ, M, Steps, Delta); NaN for the other samplers.
 	EpsilonLowerBound float64
 	// Violation is true when Empirical.Low > EpsilonAccountant: at the stated confidence
@@ -598,18 +599,18 @@ func (wk *worker) countUnclipped(canary, opposed bool) {
 }
 
 // poissonLogLR is one step's log-likelihood ratio ln(1 − q + q·e^{s y − s²/2}) of
-// the Poisson-subsampled Gaussian (privacy-math.md §8b's pair, in noise units).
+// the Poisson-subsampled Gaussian (the pair of Mironov, Talwar & Zhang 2019, in noise units).
 func poissonLogLR(y, s, q float64) float64 {
 	l := s*y - s*s/2
 	// ln(1 − q + q e^l) = logaddexp(ln(1−q), ln q + l)
-	return logAddExp(math.Log1p(-q), math.Log(q)+l)
+	return numeric.LogAddExp(math.Log1p(-q), math.Log(q)+l)
 }
 
 // epochLogLR is one epoch's log-likelihood ratio for shuffle and allocation, from the
 // epoch's observed steps ys (all M of them, or the first ones of a partial last epoch, the
 // unobserved steps each contributing a likelihood ratio of 1): with the isolated canary the
-// Gaussian pair of privacy-math.md §2, ln (1/M) Σ_t e^{s y_t − s²/2}; with the opposed
-// canary Chua et al.'s MoG(2) against MoG(1) (§8d) after the shift y'_t = y_t + B·s:
+// Gaussian pair of package privacy/allocation, ln (1/M) Σ_t e^{s y_t − s²/2}; with the opposed
+// canary Chua et al.'s MoG(2) against MoG(1) (Chua et al. 2024) after the shift y'_t = y_t + B·s:
 // ln Σ_t e^{2s y'_t − 2s²} − ln Σ_t e^{s y'_t − s²/2}.
 func (d *design) epochLogLR(ys []float64) float64 {
 	s := d.s
@@ -622,26 +623,16 @@ func (d *design) epochLogLR(ys []float64) float64 {
 		num, den := rest, rest
 		for _, y := range ys {
 			y += shift
-			num = logAddExp(num, 2*s*y-2*s*s)
-			den = logAddExp(den, s*y-s*s/2)
+			num = numeric.LogAddExp(num, 2*s*y-2*s*s)
+			den = numeric.LogAddExp(den, s*y-s*s/2)
 		}
 		return num - den
 	}
 	acc := rest
 	for _, y := range ys {
-		acc = logAddExp(acc, s*y-s*s/2)
+		acc = numeric.LogAddExp(acc, s*y-s*s/2)
 	}
 	return acc - math.Log(float64(d.m))
-}
-
-func logAddExp(a, b float64) float64 {
-	if a < b {
-		a, b = b, a
-	}
-	if math.IsInf(a, -1) {
-		return a
-	}
-	return a + math.Log1p(math.Exp(b-a))
 }
 
 // Run audits cfg: 2·Runs trainings on cfg.Workers goroutines, the test, the empirical ε

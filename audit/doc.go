@@ -19,13 +19,13 @@
 // No other example touches those coordinates, so in the world without the canary they hold
 // pure noise. The world without the canary keeps the canary's index in the sampler and
 // drops it from every batch the sampler draws: a ghost with zero gradient, which is exactly
-// the zero-out neighbour (shuffle, allocation; privacy-math.md §2) and, for the released
+// the zero-out neighbour (shuffle, allocation; docs/accounting.md) and, for the released
 // canary coordinates, the same law as removing the canary (Poisson, add/remove, with the
 // dataset size and hence the divisor public).
 //
 // For shuffle the opposed canary (CanaryOpposed) also puts every ordinary example at
 // a·e_{D−1} with label 1, so each pushes the canary coordinates by −ρC: this is the linear
-// instance of Chua et al.'s shuffle lower bound (privacy-math.md §8d; others at −1, the
+// instance of Chua et al.'s shuffle lower bound (Chua et al. 2024; others at −1, the
 // target at +1, its ghost at 0), which makes the position of the differing example's batch
 // visible in both worlds.
 //

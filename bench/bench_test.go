@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// gdpDelta is δ(ε) of μ-GDP (Dong, Roth & Su 2019, Cor. 2.13; privacy-math.md §8a), written
+// gdpDelta is δ(ε) of μ-GDP (Dong, Roth & Su 2019, Cor. 2.13), written
 // here independently of the privacy package as the oracle for the amplification-free shuffle
 // accountant: E epochs of one Gaussian mechanism of σ each are (√E/σ)-GDP.
 func gdpDelta(mu, eps float64) float64 {

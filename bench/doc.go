@@ -1,14 +1,13 @@
 // Package bench compares DP-SGD samplers and measures the cost of a private step: it is the
-// library behind `dpsgd bench samplers` and `dpsgd bench step` (issue 8).
+// library behind `dpsgd bench samplers` and `dpsgd bench step`.
 //
 // Samplers trains one model on one dataset with each sampler (shuffle, poisson,
 // poisson-truncated, allocation) at each target (ε, δ): σ is calibrated with the sampler's own
-// proven accountant, the one `dpsgd train` uses (privacy/accounting, DESIGN.md "Samplers and
-// what may be claimed"), so that every number in the comparison is a guarantee for the sampler
-// actually run. Shuffling is never accounted as if it were Poisson: the privacy-only comparison
-// (PrivacyCurves) shows what Poisson accounting would claim for shuffling next to Chua et al.'s
-// lower bound for shuffling (privacy-math.md §8d), and labels it as not a valid guarantee
-// (anchors.md §3 and §7 item 8).
+// proven accountant, the one `dpsgd train` uses (privacy/accounting, docs/accounting.md "Which
+// statement for which sampler"), so that every number in the comparison is a guarantee for the
+// sampler actually run. Shuffling is never accounted as if it were Poisson: the privacy-only
+// comparison (PrivacyCurves) shows what Poisson accounting would claim for shuffling next to
+// Chua et al.'s (2024) lower bound for shuffling, and labels it as not a valid guarantee.
 //
 // WriteReport writes the results into a directory as report.md (tables and figure links),
 // results.json, results.csv (one row per training run) and PNG/SVG figures, each file written

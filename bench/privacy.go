@@ -61,10 +61,9 @@ const (
 
 // PrivacyCurves returns ε at δ after epochs 1..E at σ for each sampler with its proven
 // accountant, plus two curves for shuffling that are not guarantees: Chua et al.'s lower bound
-// (privacy-math.md §8d; the true ε of shuffled DP-SGD is at least this) and what Poisson
-// accounting (PLD with q = 1/M, privacy-math.md §8b) would claim for shuffling, which is NOT
-// a valid guarantee for shuffling (anchors.md §3 and §7 item 8): the lower bound can exceed
-// it. An accountant that certifies only a total variation at δ gets its TV instead of ε.
+// (2024; the true ε of shuffled DP-SGD is at least this) and what Poisson
+// accounting (PLD with q = 1/M) would claim for shuffling, which is NOT a valid guarantee
+// for shuffling (Chua et al. 2024): the lower bound can exceed it. An accountant that certifies only a total variation at δ gets its TV instead of ε.
 func PrivacyCurves(cfg PrivacyConfig) (*PrivacyComparison, error) {
 	if len(cfg.Samplers) == 0 {
 		cfg.Samplers = DefaultSamplers()

@@ -34,8 +34,8 @@ func DefaultSamplers() []string {
 type Builder func(name, method string, seed uint64) (sampler.Sampler, accounting.Spec, error)
 
 // NewSampler is the default Builder over n examples with expected batch size batch: the same
-// samplers and accountants as `dpsgd train --sampler name --accountant method` (DESIGN.md,
-// "Samplers and what may be claimed"): shuffle with M = ⌊n/batch⌋ fixed batches, allocation
+// samplers and accountants as `dpsgd train --sampler name --accountant method` (docs/accounting.md,
+// "Which statement for which sampler"): shuffle with M = ⌊n/batch⌋ fixed batches, allocation
 // with M = round(n/batch) rounds, poisson with q = batch/n, poisson-truncated with q = batch/n
 // cut at sampler.DefaultMaxBatch. The method must be a guarantee giving (ε, δ): total-variation
 // only accountants (chisq, berry-esseen), approximations, lower bounds and Poisson accounting

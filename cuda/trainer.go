@@ -12,7 +12,7 @@ import (
 )
 
 // TrainerConfig is the device side of one DP-SGD run on a dense model (the fields mirror
-// engine.Config; see the report of issue 4 for the engine integration).
+// engine.Config; docs/gpu.md describes how the engine uses it).
 type TrainerConfig struct {
 	Arch          nn.Arch // logreg or mlp (no convolutions)
 	PhysicalBatch int     // rows of every physical batch, ≥ 1 (padding rows are masked)
@@ -286,7 +286,7 @@ func (t *Trainer) Close() error {
 	return first
 }
 
-// Step performs one logical DP-SGD step (DESIGN.md steps 2–8) on the examples idx (indices
+// Step performs one logical DP-SGD step (docs/architecture.md steps 2–7) on the examples idx (indices
 // into the training set, in the sampler's order): physical batches of PhysicalBatch rows
 // (the last one padded and masked), per-example errors by the forward and backward passes,
 // ghost norms, clip coefficients, clipped sums by GEMM, noise keyed by (NoiseSeed, step,

@@ -2,7 +2,7 @@
 // sampler, forms per-example clipped gradient sums without materializing dense per-example
 // gradients, adds Gaussian noise from a counter-based stream, normalizes by the expected batch
 // size, updates the parameters, and asks the accountant of the sampler in use, before every
-// epoch, whether the epoch still fits the privacy budget (DESIGN.md, "One training step").
+// epoch, whether the epoch still fits the privacy budget (docs/architecture.md, "One step").
 //
 // Reliability: Train writes checkpoints (package engine/checkpoint) atomically every
 // CheckpointOptions.Every steps, before the first step and when the run ends or stops, and
@@ -54,7 +54,7 @@ type Config struct {
 	Sigma         float64 // noise multiplier: noise std is Sigma·Clip (Noise = NoiseGaussian)
 	// Noise is the mechanism: NoiseGaussian (default) or NoiseBall, noise
 	// uniform in the ball of radius Radius over all parameters at once
-	// (seed 004's perturbed gradient descent; privacy-math.md §13).
+	// (Tholeti's perturbed gradient descent; docs/accounting.md, "Uniform-ball noise").
 	Noise      string
 	Radius     float64 // ball radius, in the units of the clipped gradient sum (NoiseBall)
 	NonPrivate bool    // no clipping and no noise (the same code path otherwise)
@@ -340,7 +340,7 @@ func (r *run[T]) build() error {
 	return nil
 }
 
-// step performs one logical DP-SGD step on the batch idx (DESIGN.md steps 2–8).
+// step performs one logical DP-SGD step on the batch idx (docs/architecture.md steps 2–7).
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
 	if r.gpu != nil {
 		return r.stepGPU(idx, step, total, expectedBatch)
@@ -375,8 +375,8 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 	return st, nil
 }
 
-// clippedSum computes the batch idx's clipped per-example gradient sum into r.grads (DESIGN.md
-// steps 2–5); a non-private run does not clip.
+// clippedSum computes the batch idx's clipped per-example gradient sum into r.grads
+// (docs/architecture.md steps 2–5); a non-private run does not clip.
 func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
 	clip := r.cfg.Clip
 	if r.cfg.NonPrivate {
@@ -386,8 +386,8 @@ func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) 
 }
 
 // update divides the noisy sum in r.grads by the expected (public) batch size, never the
-// realized one, checks that it is finite, and takes an optimizer step at rate lr (DESIGN.md
-// steps 7–8).
+// realized one, checks that it is finite, and takes an optimizer step at rate lr
+// (docs/architecture.md step 7).
 func (r *run[T]) update(expectedBatch, lr float64) error {
 	inv := T(1 / expectedBatch)
 	for _, g := range r.grads {

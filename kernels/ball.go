@@ -28,7 +28,7 @@ const ballChunk = 1 << 12
 // AddBall adds to the tensors dsts, which together form one vector of
 // dimension d = Σ len(dsts[p]), one draw n of the uniform distribution on the
 // d-dimensional ball of the given radius (the volume, not the sphere):
-// privacy-math.md §13, "Sampling the ball": direction g/‖g‖ with
+// direction g/‖g‖ with
 // g ~ N(0, I_d), radius r·U^{1/d} with U ~ Uniform(0, 1]. The CUDA backend
 // reproduces the same noise, so this comment is its specification.
 //

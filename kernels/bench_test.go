@@ -10,7 +10,8 @@ func reportPerElem(b *testing.B, n int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/elem")
 }
 
-// benchNoiseLen is the parameter count of the DESIGN.md MLP 784-256-10.
+// benchNoiseLen is the parameter count of the MLP 784-256-10 of the step benchmarks
+// (docs/benchmarks.md).
 const benchNoiseLen = 784*256 + 256 + 256*10 + 10
 
 func BenchmarkAddGaussianFloat32(b *testing.B) {

@@ -3,7 +3,7 @@
 // by one GEMM per dense layer, and Gaussian noise from a counter-based
 // generator (Philox4x32-10) whose stream the CUDA backend reproduces.
 //
-// In the notation of DESIGN.md ("One training step, as data", steps 3–6), a
+// In the notation of docs/architecture.md ("One step", steps 3–6), a
 // dense layer with input activations A (b×d, row i is aᵢ) and per-example
 // errors at its pre-activation E (b×h, row i is eᵢ) has per-example gradient
 // gᵢ = aᵢ⊗eᵢ for the weights and eᵢ for the bias, so
@@ -13,10 +13,11 @@
 //	Σᵢ cᵢ·gᵢ = Aᵀ·diag(c)·E,  1ᵀ·diag(c)·E  (ClippedSum)
 //
 // and the noise added to the clipped sum is N(0, σ²C²) per coordinate
-// (AddGaussian), drawn from the stream described at NoiseKey. The same
-// Philox blocks also give Laplace noise (AddLaplace: seed 003's mechanism)
-// and noise uniform in a d-dimensional ball spread over several tensors
-// (AddBall: seed 004's perturbed gradient descent).
+// (AddGaussian), drawn from the stream described at NoiseKey. The same Philox
+// blocks also give Laplace noise (AddLaplace: the mechanism of the age-aware
+// scheduling of Lin, Lin, Hsu & Huang) and noise uniform in a d-dimensional
+// ball spread over several tensors (AddBall: Tholeti's perturbed gradient
+// descent).
 //
 // The noise runs, on amd64 CPUs with AVX2 and FMA, in assembly kernels that
 // give bit for bit the same numbers as the pure-Go code used elsewhere (and

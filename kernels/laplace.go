@@ -13,7 +13,7 @@ import (
 const LaplaceMax = 52 * math.Ln2
 
 // Laplace returns value i of the unit Laplace stream of the key, x_i, a draw
-// of the density ½·e^{−|x|} (privacy-math.md §12, "Laplace mechanism", with
+// of the density ½·e^{−|x|} (the Laplace mechanism with
 // η = 1). It panics if i ≥ MaxStreamLen. The CUDA backend reproduces the same
 // stream, so this comment is its specification.
 //
@@ -68,7 +68,7 @@ func laplaceUnit(m uint64) float64 {
 // AddLaplace adds scale·x_k to dst[k], where x_k is the k-th value of the
 // unit Laplace stream of key (see NoiseKey.Laplace): the Laplace mechanism's
 // noise of density (1/(2η))·e^{−|x|/η} per coordinate with η = scale
-// (privacy-math.md §12, "Laplace mechanism": η = s/ε_c, s the ℓ1-sensitivity).
+// (the Laplace mechanism: η = s/ε_c, s the ℓ1-sensitivity).
 // Each element is T(FMA(scale, x_k, float64(dst[k]))): one float64 rounding,
 // then one to T. Long slices are split over goroutines; the result does not
 // depend on the split. scale must be finite and ≥ 0 (scale = 0 leaves dst

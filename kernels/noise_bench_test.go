@@ -35,8 +35,8 @@ func BenchmarkNoise(b *testing.B) {
 	}
 }
 
-// BenchmarkAddBallMLP is ball noise on the parameter tensors of the DESIGN.md
-// MLP 784-256-10 (four tensors), as the engine calls it.
+// BenchmarkAddBallMLP is ball noise on the parameter tensors of the
+// MLP 784-256-10 of the step benchmarks (four tensors), as the engine calls it.
 func BenchmarkAddBallMLP(b *testing.B) {
 	dsts := [][]float32{make([]float32, 784*256), make([]float32, 256), make([]float32, 256*10), make([]float32, 10)}
 	key := NoiseKey{Seed: 1, Step: 2, Tensor: 3}

@@ -26,7 +26,7 @@ func checkDims(rows, cols int) {
 //	dst[i] = Σⱼ a[i·cols+j]²,  i < rows,
 //
 // accumulating in float64 (SqNorm). These are the ‖aᵢ‖² and ‖eᵢ‖² of the ghost-norm identity
-// ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (DESIGN.md step 3). A row holding NaN or ±Inf gives a non-finite
+// ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (docs/architecture.md step 3). A row holding NaN or ±Inf gives a non-finite
 // entry, which ClipCoefs zeroes. Each row's value depends on that row's elements only, never on
 // where the row sits in memory, so an example's norm does not change with its position in the
 // batch.
@@ -107,7 +107,7 @@ func tinySqNorm(x []float64) float64 {
 // where asq[i] = ‖aᵢ‖² (input activations) and esq[i] = ‖eᵢ‖² (errors at the
 // pre-activation), both from RowSqNorms. The weight gradient of example i is
 // aᵢ⊗eᵢ with ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²‖eᵢ‖², and the bias gradient is eᵢ
-// (DESIGN.md step 3, Li et al. 2022 "ghost clipping"). The three slices have
+// (docs/architecture.md step 3, Li et al. 2022 "ghost clipping"). The three slices have
 // the same length; a shorter asq or esq panics.
 func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 	n := len(norm2)
@@ -125,14 +125,14 @@ func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 	}
 }
 
-// ClipCoefs sets the clip coefficients of DESIGN.md step 4,
+// ClipCoefs sets the clip coefficients of docs/architecture.md step 4,
 //
 //	coef[i] = mask[i]·min(1, C/√norm2[i]),
 //
 // so that every clipped per-example gradient has norm ≤ C, the sensitivity
-// that the Gaussian mechanism's noise σ·C is calibrated to (privacy-math.md
-// §2, clip norm C; padding rows with mask 0 contribute nothing, as the
-// zero-out adjacency there requires).
+// that the Gaussian mechanism's noise σ·C is calibrated to (clip
+// norm C; padding rows with mask 0 contribute nothing, as zero-out adjacency
+// requires).
 // for i < len(coef), with C = clip. A nil mask means all ones; otherwise mask
 // entries are 0 or 1 (padding rows of a fixed-shape batch have mask 0).
 //
@@ -294,7 +294,7 @@ func clipScaleRow64(dst, src []float64, c float64) {
 }
 
 // ClippedSum computes the clipped gradient sum of one dense layer without
-// materializing per-example gradients (DESIGN.md step 5):
+// materializing per-example gradients (docs/architecture.md step 5):
 //
 //	dstW = Aᵀ·diag(c)·E   (d×h),   dstB = 1ᵀ·diag(c)·E   (h),
 //

@@ -286,7 +286,7 @@ func (gs *gridSampler) roundToGrid(x float64) float64 {
 // std drawn from src, by a method that the floating-point attacks on the least
 // significant bits (Mironov, CCS 2012; Jin et al., arXiv 2107.10138) cannot
 // exploit: a discrete Gaussian on a power-of-two grid, the approach of
-// Google's differential-privacy library (anchors.md §8; there a binomial
+// Google's differential-privacy library (there a binomial
 // approximation, here a rejection sampler exact up to float64 rounding of the
 // acceptance exponent).
 //
@@ -321,7 +321,7 @@ func (gs *gridSampler) roundToGrid(x float64) float64 {
 // normalizers differ by e^{−2π²s²}, Poisson summation), and k + round(s·Z) =
 // round(k + s·Z) is post-processing of the continuous Gaussian mechanism
 // N(k, s²) on the rounded query k(D), the mechanism that every accountant of
-// privacy-math.md (§2, §8) analyses. (2) Rounding moves each coordinate by at
+// package privacy analyses. (2) Rounding moves each coordinate by at
 // most g/2, so g·k(D) has L2 sensitivity at most Δ + g√d, and the noise
 // multiplier to account is std/(Δ + g√d) = σ/(1 + g√d/Δ) ≥
 // σ/(1 + 2^−45·σ·√d), since g ≤ 2^−45·std: a relative change below 3·10⁻¹¹
@@ -363,7 +363,7 @@ func gridNoise[T Float](r mrand.Source, gs *gridSampler, dst []T) {
 // with z₁…z₄ independent standard normals made by Box–Muller (the function
 // NoiseKey documents) from src's words: the defence of Holohan and Braghin
 // ("Secure Random Sampling in Differential Privacy", arXiv 2112.05307) that
-// Opacus uses in secure_mode (anchors.md §1; Opacus also discards one draw
+// Opacus uses in secure_mode (Opacus also discards one draw
 // first, for a quirk of its generator that does not apply here). The sum of
 // four normals has the same law N(0, std²) but its floating-point value can
 // land on far more floats than one Box–Muller output, which defeats the

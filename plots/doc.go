@@ -10,8 +10,8 @@
 // of the data area that hides the fewest data unless Figure.Legend says
 // otherwise. Titles too wide for a panel are shrunk, then wrapped.
 // Figure.Save writes one figure; SavePanels writes several side by side in
-// one image (for example seed 002's Figure 2: the μ coefficients and their
-// ratio).
+// one image (for example Figure 2 of van Dijk & Ertan's random-allocation paper:
+// the μ coefficients and their ratio).
 //
 // Points that cannot be drawn, NaN or ±Inf, or values ≤ 0 on a logarithmic
 // axis, are skipped and break the line there; a series left with no point

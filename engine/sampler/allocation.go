@@ -12,9 +12,10 @@ import (
 // Each example is used exactly once per epoch; round sizes are Binomial(N,
 // 1/M) (jointly multinomial) and may be zero.
 //
-// Accounting (DESIGN.md samplers table): the Gaussian-pair bounds of seed 002
-// (privacy-math.md §2 and §6) hold for this sampler, not for fixed-size
-// shuffling.
+// Accounting (docs/accounting.md, "Which statement for which sampler"): the
+// Gaussian-pair bounds of van Dijk & Ertan (arXiv 2605.06259) and Ertan & van
+// Dijk 2026 (package privacy/allocation) hold for this sampler, not for
+// fixed-size shuffling.
 type Allocation struct {
 	n, m int
 	seed uint64

@@ -23,8 +23,8 @@ import (
 // (U has 53-bit resolution: the smallest reachable tail probability of a gap
 // is 2⁻⁵³).
 //
-// Accounting: RDP of the Poisson-subsampled Gaussian (privacy-math.md §8b),
-// PLD, GDP-CLT (§8a, approximate).
+// Accounting: RDP of the Poisson-subsampled Gaussian (Mironov, Talwar & Zhang
+// 2019), PLD, GDP-CLT (Bu et al. 2019, approximate).
 type Poisson struct {
 	n, m int
 	q    float64
@@ -114,7 +114,7 @@ func (p *Poisson) draw(next func() uint64, dst []int) []int {
 // Poisson sampler with the same seed, so its batch is always a subset of the
 // Poisson batch and equal to it when K ≤ maxBatch.
 //
-// Accounting (DESIGN.md samplers table): the Poisson accountant plus the
+// Accounting (docs/accounting.md): the Poisson accountant plus the
 // truncation probability (privacy.TruncatedPoisson).
 type TruncatedPoisson struct {
 	Poisson

@@ -1,8 +1,8 @@
 // Package sampler chooses which dataset examples each DP-SGD step uses
-// (DESIGN.md, "One training step", step 1) and cuts the chosen logical batch
+// (docs/architecture.md, "One step", step 1) and cuts the chosen logical batch
 // into physical batches of a fixed shape with a padding mask.
 //
-// Four samplers are provided, matching the samplers table of DESIGN.md:
+// Four samplers are provided, matching the samplers table of docs/accounting.md:
 //
 //   - "shuffle" (NewShuffle): a fresh uniform permutation per epoch cut into
 //     ⌊N/B⌋ batches of exactly B examples; the N mod B leftover examples sit
@@ -31,7 +31,7 @@
 // key for a checkpoint, NewSecureKey draws one from the operating system.
 //
 // The privacy guarantee that may be claimed for each sampler is the
-// accountant's business (privacy-math.md §2 and §8, DESIGN.md samplers table);
+// accountant's business (docs/accounting.md, "Which statement for which sampler");
 // this package only guarantees that the batches have exactly the law that each
 // sampler's documentation states.
 package sampler

@@ -13,9 +13,9 @@ import (
 // is used at most once per epoch. Within a batch the indices are in
 // permutation order.
 //
-// Accounting (DESIGN.md samplers table): no amplification is proven for
+// Accounting (docs/accounting.md): no amplification is proven for
 // fixed-size shuffling; each epoch is one Gaussian mechanism
-// (privacy-math.md §8d, "deterministic batches").
+// (the deterministic-batches case of Chua et al. 2024).
 type Shuffle struct {
 	n, b, m int
 	seed    uint64
