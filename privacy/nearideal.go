@@ -3,6 +3,8 @@ package privacy
 import (
 	"fmt"
 	"math"
+
+	"github.com/dpsgd/dpsgd/internal/numeric"
 )
 
 // nearIdealSlack is the share of δ kept free for the split-off tail event of a NearIdeal
@@ -98,7 +100,7 @@ func (a *NearIdeal) Epsilon(steps int, delta float64) (float64, error) {
 		return eps, err
 	}
 	// The tail term Λ(1 + e^{ε+λ}) must fit in the δ·10⁻⁹ left free.
-	if logTail := logBig + logAddExp(0, eps+lambda); logTail > math.Log(delta*nearIdealSlack) {
+	if logTail := logBig + numeric.LogAddExp(0, eps+lambda); logTail > math.Log(delta*nearIdealSlack) {
 		return math.Inf(1), fmt.Errorf("near-ideal accountant: %w: the split-off tail e^%.4g exceeds 10⁻⁹·δ at ε = %.4g", ErrUnreachable, logTail, eps)
 	}
 	return eps + 2*lambda, nil
@@ -118,17 +120,6 @@ func (a *NearIdeal) Delta(steps int, eps float64) (float64, error) {
 	if err != nil {
 		return d, err
 	}
-	d = math.Exp(lambda)*d + math.Exp(logBig+logAddExp(0, eps-lambda))
+	d = math.Exp(lambda)*d + math.Exp(logBig+numeric.LogAddExp(0, eps-lambda))
 	return math.Min(d, 1), nil
-}
-
-// logAddExp returns ln(e^x + e^y) without overflow.
-func logAddExp(x, y float64) float64 {
-	if x < y {
-		x, y = y, x
-	}
-	if math.IsInf(x, -1) {
-		return x
-	}
-	return x + math.Log1p(math.Exp(y-x))
 }
