@@ -1,7 +1,7 @@
 // Package numeric is the one home of the module's scalar numerical helpers,
 // shared by the privacy accountants and the audit: log-space arithmetic
 // (ln(eᵃ ± eᵇ), softplus), ln Φ with full precision in the far tail, and
-// one-dimensional root finding and search (bisections).
+// one-dimensional root finding and search (bisections, golden-section search).
 package numeric
 
 import "math"
@@ -165,4 +165,42 @@ func BisectInt(ok func(n int) (bool, error), lo, hi int) (int, error) {
 		}
 	}
 	return hi, nil
+}
+
+// invPhi is (√5 − 1)/2 = 1/φ, the golden-section ratio.
+const invPhi = 0.6180339887498949
+
+// Golden is where a golden-section search ended: the bracket [Lo, Hi], its interior points
+// C < D and the values FC = f(C), FD = f(D).
+type Golden struct {
+	Lo, Hi, C, D, FC, FD float64
+}
+
+// GoldenMax searches [lo, hi] for the maximum of f, unimodal there, by golden-section search.
+// With the interior points c = hi − (hi−lo)/φ and d = lo + (hi−lo)/φ it keeps [lo, d] when
+// f(c) ≥ f(d) and [c, hi] otherwise, one new evaluation of f per step (f(c), then f(d), at the
+// start). It stops after maxIter steps, once hi − lo ≤ tol, or when rounding has left the
+// points not strictly inside the bracket (lo < c < d < hi), and returns the last bracket.
+func GoldenMax(f func(float64) float64, lo, hi float64, maxIter int, tol float64) Golden {
+	c, d := hi-invPhi*(hi-lo), lo+invPhi*(hi-lo)
+	fc, fd := f(c), f(d)
+	for i := 0; i < maxIter && hi-lo > tol && lo < c && c < d && d < hi; i++ {
+		if fc >= fd {
+			hi, d, fd = d, c, fc
+			c = hi - invPhi*(hi-lo)
+			fc = f(c)
+		} else {
+			lo, c, fc = c, d, fd
+			d = lo + invPhi*(hi-lo)
+			fd = f(d)
+		}
+	}
+	return Golden{Lo: lo, Hi: hi, C: c, D: d, FC: fc, FD: fd}
+}
+
+// GoldenMin is GoldenMax for the minimum of f: it keeps [lo, d] when f(c) ≤ f(d).
+func GoldenMin(f func(float64) float64, lo, hi float64, maxIter int, tol float64) Golden {
+	g := GoldenMax(func(x float64) float64 { return -f(x) }, lo, hi, maxIter, tol)
+	g.FC, g.FD = -g.FC, -g.FD
+	return g
 }

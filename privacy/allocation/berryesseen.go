@@ -362,22 +362,8 @@ func BerryEsseenOptimalSigma(delta float64, epochs int, rho Rho) (sigma float64,
 		t2 := math.Exp(-2 * ls)
 		return math.Log(beRealRounds(t2, delta, epochs, beLogR(t2, rho)))
 	}
-	a, b := math.Log(beSigmaLo), math.Log(beSigmaHi)
-	g := (math.Sqrt(5) - 1) / 2
-	c, d := b-g*(b-a), a+g*(b-a)
-	fc, fd := obj(c), obj(d)
-	for b-a > 1e-9 {
-		if fc <= fd {
-			b, d, fd = d, c, fc
-			c = b - g*(b-a)
-			fc = obj(c)
-		} else {
-			a, c, fc = c, d, fd
-			d = a + g*(b-a)
-			fd = obj(d)
-		}
-	}
-	ls := (a + b) / 2
+	gs := numeric.GoldenMin(obj, math.Log(beSigmaLo), math.Log(beSigmaHi), math.MaxInt, 1e-9)
+	ls := (gs.Lo + gs.Hi) / 2
 	if ls > math.Log(beSigmaHi)-1e-3 || ls < math.Log(beSigmaLo)+1e-3 {
 		return 0, 0, fmt.Errorf("allocation: Berry–Esseen required rounds (rho = %v, delta = %g, epochs = %d) have no minimum inside sigma ∈ [%g, %g]: they decrease toward the edge: %w",
 			rho, delta, epochs, beSigmaLo, beSigmaHi, privacy.ErrUnreachable)

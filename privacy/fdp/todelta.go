@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
@@ -91,20 +92,8 @@ func ToDelta(f Curve, eps float64) (float64, error) {
 	lo, hi := alphas[max(j-1, 0)], alphas[min(j+1, len(alphas)-1)]
 
 	// Golden-section search for the maximum of the unimodal g on [lo, hi].
-	const phi = 0.6180339887498949
-	c, d := hi-phi*(hi-lo), lo+phi*(hi-lo)
-	gc, gd := g(c), g(d)
-	for i := 0; i < goldenIters && lo < c && c < d && d < hi; i++ {
-		if gc >= gd {
-			hi, d, gd = d, c, gc
-			c = hi - phi*(hi-lo)
-			gc = g(c)
-		} else {
-			lo, c, gc = c, d, gd
-			d = lo + phi*(hi-lo)
-			gd = g(d)
-		}
-	}
+	gs := numeric.GoldenMax(g, lo, hi, goldenIters, 0)
+	lo, hi = gs.Lo, gs.Hi
 	if bad != nil {
 		return 0, bad
 	}

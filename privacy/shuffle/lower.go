@@ -356,22 +356,9 @@ func (k *cube) logDelta(eps float64) (float64, float64) {
 		a := k.caps[max(bi-1, 0)]
 		b := k.caps[min(bi+1, len(k.caps)-1)]
 		f := func(c float64) float64 { return k.logH(eps, c, dir) }
-		const g = 0.6180339887498949
-		x1, x2 := b-g*(b-a), a+g*(b-a)
-		f1, f2 := f(x1), f(x2)
+		gs := numeric.GoldenMax(f, a, b, goldenIters, 0)
 		c, v := k.caps[bi], bv
-		for it := 0; it < goldenIters; it++ {
-			if f1 >= f2 {
-				b, x2, f2 = x2, x1, f1
-				x1 = b - g*(b-a)
-				f1 = f(x1)
-			} else {
-				a, x1, f1 = x1, x2, f2
-				x2 = a + g*(b-a)
-				f2 = f(x2)
-			}
-		}
-		for _, cand := range [...]struct{ c, v float64 }{{x1, f1}, {x2, f2}} {
+		for _, cand := range [...]struct{ c, v float64 }{{gs.C, gs.FC}, {gs.D, gs.FD}} {
 			if cand.v > v {
 				c, v = cand.c, cand.v
 			}
