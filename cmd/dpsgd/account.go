@@ -88,7 +88,7 @@ func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 
 // accountReport is the JSON object of dpsgd account. The keys sampler,
 // accountant, sigma, steps, epochs, epsilon, delta, tv, valid, rounds and
-// sample_rate are a contract (cli-contract.md). A value an accountant cannot
+// sample_rate are a contract (TestAccountContract). A value an accountant cannot
 // give (ε at a δ below a chi-square TV bound) is null, never NaN or Inf.
 type accountReport struct {
 	Sampler    string   `json:"sampler"`

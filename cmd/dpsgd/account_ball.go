@@ -15,13 +15,13 @@ import (
 // ballHeader is the --help text of dpsgd account --mechanism ball.
 const ballHeader = `Usage: dpsgd account --mechanism ball [flags]
 
-Noise drawn uniformly from the volume of a d-ball of radius r (perturbed gradient descent,
-seed 004, privacy-math.md §13) gives (0, δ)-DP only: a step that uses the record has
-δ_step = I_{(Δ/2r)²}(1/2, (d+1)/2), Δ the distance between the noised sums of neighbouring
-datasets. Without --sampler, seed 004's Algorithm 1: one of N points (--dataset-size) drawn
+Noise drawn uniformly from the volume of a d-ball of radius r (perturbed gradient descent:
+Tholeti, "On the differentially private nature of perturbed gradient descent") gives (0, δ)-DP
+only: a step that uses the record has δ_step = I_{(Δ/2r)²}(1/2, (d+1)/2), Δ the distance
+between the noised sums of neighbouring datasets. Without --sampler, Tholeti's Algorithm 1: one of N points (--dataset-size) drawn
 per step, δ' = δ_step/N, T steps (--steps). With --sampler shuffle or allocation each epoch
 is one (0, δ_step) mechanism; with poisson each step is (0, q·δ_step). delta_total composes
-δ' exactly, 1 − (1 − δ')^k; delta_total_sum is the seed's k·δ'.
+δ' exactly, 1 − (1 − δ')^k; delta_total_sum is Tholeti's k·δ'.
 
 Required: --dim, and --distance or --clip.`
 
@@ -37,7 +37,7 @@ type ballFlags struct {
 
 // ballReport is the JSON object of dpsgd account --mechanism ball. The keys
 // delta_step, delta_total and delta_total_sum are a contract
-// (cli-contract.md); epsilon and delta give the statement, (0, delta_total).
+// (TestAccountBallContract); epsilon and delta give the statement, (0, delta_total).
 type ballReport struct {
 	Mechanism          string   `json:"mechanism"`
 	Accountant         string   `json:"accountant"`
@@ -98,11 +98,11 @@ func parseBallFlags(args []string, stdout io.Writer) (*ballFlags, error) {
 	fs.StringVar(&f.mechanism, "mechanism", "ball", "noise mechanism: ball")
 	fs.Var(countFlag{&f.dim, 1}, "dim", "d, the dimension of the noise (the number of parameters)")
 	fs.Var(realFlag{&f.distance}, "distance", "Δ ≥ 0, the largest distance between the noised sums of neighbouring datasets")
-	fs.Var(realFlag{&f.clip}, "clip", "clipping norm C > 0 instead of --distance: Δ = C (shuffle, allocation, poisson) or 2C (seed 004's sampling, replace one)")
+	fs.Var(realFlag{&f.clip}, "clip", "clipping norm C > 0 instead of --distance: Δ = C (shuffle, allocation, poisson) or 2C (Tholeti's sampling, replace one)")
 	fs.Var(realFlag{&f.radius}, "radius", "r > 0, the radius of the ball, in the units of Δ (default 1)")
 	fs.Var(countFlag{&f.datasetSize, 1}, "dataset-size", "N, the number of records (default 1: no amplification)")
 	fs.Var(countFlag{&f.steps, 1}, "steps", "T, the steps taken (default 1)")
-	fs.StringVar(&f.sampler, "sampler", "", "shuffle, allocation or poisson (default: seed 004's one uniformly drawn example per step, \"uniform\")")
+	fs.StringVar(&f.sampler, "sampler", "", "shuffle, allocation or poisson (default: Tholeti's one uniformly drawn example per step, \"uniform\")")
 	fs.Var(countFlag{&f.batchSize, 1}, "batch-size", "shuffle, allocation, poisson: the (expected) batch size B, with --dataset-size")
 	fs.Var(countFlag{&f.rounds, 1}, "rounds", "shuffle, allocation: M, steps per epoch (instead of --batch-size)")
 	fs.Var(realFlag{&f.sr}, "sample-rate", "poisson: q in (0, 1] (instead of --batch-size)")
@@ -199,7 +199,7 @@ func (f *ballFlags) geometry(cfg *ball.Config, n int) error {
 	case ball.SamplerUniform:
 		for _, name := range []string{"batch-size", "rounds", "sample-rate"} {
 			if f.set[name] {
-				return usagef("--%s applies to --sampler shuffle, allocation or poisson; seed 004's sampling draws one example per step", name)
+				return usagef("--%s applies to --sampler shuffle, allocation or poisson; Tholeti's sampling draws one example per step", name)
 			}
 		}
 	case privacy.SamplerPoisson:
@@ -282,7 +282,7 @@ func (f *ballFlags) report(cfg ball.Config) (*ballReport, error) {
 		rep.SampleRate = cfg.SampleRate
 		notes = append(notes, "each step is (0, q·delta_step): the record is in it with probability q")
 	default:
-		notes = append(notes, "seed 004 Algorithm 1: one of N points per step, delta_step_amplified = delta_step/N")
+		notes = append(notes, "Tholeti's Algorithm 1: one of N points per step, delta_step_amplified = delta_step/N")
 	}
 	rep.DeltaStep = acc.StepDelta()
 	rep.DeltaStepAmplified = acc.UnitDelta()
@@ -294,7 +294,7 @@ func (f *ballFlags) report(cfg ball.Config) (*ballReport, error) {
 		return nil, ballError(err)
 	}
 	rep.Delta = rep.DeltaTotal
-	notes = append(notes, "delta_total = 1 − (1 − delta_step_amplified)^compositions, the exact composition of (0, δ') mechanisms (Kairouz, Oh & Viswanath 2017, Thm 3.3 at ε = 0); delta_total_sum = min(1, compositions·delta_step_amplified) is seed 004's Eq. 7",
+	notes = append(notes, "delta_total = 1 − (1 − delta_step_amplified)^compositions, the exact composition of (0, δ') mechanisms (Kairouz, Oh & Viswanath 2017, Thm 3.3 at ε = 0); delta_total_sum = min(1, compositions·delta_step_amplified) is Tholeti's Eq. 7",
 		"the run is (0, delta_total)-DP and nothing more: with bounded noise no ε > 0 lowers δ")
 	if f.set["delta"] {
 		t := f.delta
@@ -329,7 +329,7 @@ func printBall(w io.Writer, r *ballReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "δ per step = %.6g, per composed unit δ' = %.6g, %d units over %d steps\n", r.DeltaStep, r.DeltaStepAmplified, r.Compositions, r.Steps)
-	fmt.Fprintf(w, "δ total = %.6g (exact composition); seed's sum = %.6g\n", r.DeltaTotal, r.DeltaTotalSum)
+	fmt.Fprintf(w, "δ total = %.6g (exact composition); Tholeti's sum = %.6g\n", r.DeltaTotal, r.DeltaTotalSum)
 	fmt.Fprintf(w, "the run is (0, %.6g)-DP", r.DeltaTotal)
 	if r.Target != nil {
 		verdict := "meets"

@@ -31,7 +31,7 @@ func ballNum(t *testing.T, m map[string]any, key string) float64 {
 }
 
 // TestAccountBallContract: the contract keys are present and equal what
-// privacy/ball computes: seed 004's setting by default.
+// privacy/ball computes: Tholeti's setting by default.
 func TestAccountBallContract(t *testing.T) {
 	m := ballJSON(t, "--dim", "100", "--distance", "0.01", "--radius", "2", "--dataset-size", "500", "--steps", "3000")
 	step, _ := ball.StepDelta(100, 0.01, 2)
@@ -61,7 +61,7 @@ func TestAccountBallContract(t *testing.T) {
 }
 
 // TestAccountBallSamplers: shuffle composes epochs, poisson scales by q, and
-// --clip gives Δ = C (2C for seed 004's replace-one sampling).
+// --clip gives Δ = C (2C for Tholeti's replace-one sampling).
 func TestAccountBallSamplers(t *testing.T) {
 	m := ballJSON(t, "--sampler", "shuffle", "--dim", "10", "--clip", "1", "--radius", "40", "--dataset-size", "1000", "--batch-size", "100", "--steps", "25")
 	cfg := ball.Config{Sampler: "shuffle", Dim: 10, Distance: 1, Radius: 40, StepsPerEpoch: 10}
@@ -114,7 +114,7 @@ func TestAccountBallText(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"(0, 0.6875)-DP", "does NOT meet", "seed's sum = 0.6875", "ball-tv"} {
+	for _, want := range []string{"(0, 0.6875)-DP", "does NOT meet", "Tholeti's sum = 0.6875", "ball-tv"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("text output lacks %q:\n%s", want, s)
 		}

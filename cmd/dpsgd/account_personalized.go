@@ -16,14 +16,14 @@ import (
 // persHeader is the --help text of dpsgd account --mechanism personalized.
 const persHeader = `Usage: dpsgd account --mechanism personalized [flags]
 
-Per-client noise for a personal budget (seeds 000/001, privacy-math.md §11). A run makes
-T = K·R draws (--draws); the client is chosen with probability q (--sample-rate) per draw.
-Lemma 1 bounds how often it is chosen, exceeded with probability at most δ''' (--delta-tail):
-the seed's logistic approximation and the exact binomial quantile, the larger of the two used.
-Two calibrations are reported: the seed's classic-Gaussian one (proven only for ε < 1 and one
-noisy release per participation) and the tight GDP one, the default (valid at every ε).
-The run must retire the client after rounds_bound selections; δ_total = δ' + δ''' − δ'·δ'''
-is the δ when that is not enforced.
+Per-client noise for a personal budget (the personalized-DP FL appendix; docs/accounting.md).
+A run makes T = K·R draws (--draws); the client is chosen with probability q (--sample-rate)
+per draw. Lemma 1 bounds how often it is chosen, exceeded with probability at most δ'''
+(--delta-tail): the appendix's logistic approximation and the exact binomial quantile, the
+larger of the two used. Two calibrations are reported: the appendix's classic-Gaussian one
+(proven only for ε < 1 and one noisy release per participation) and the tight GDP one, the
+default (valid at every ε). The run must retire the client after rounds_bound selections;
+δ_total = δ' + δ''' − δ'·δ''' is the δ when that is not enforced.
 
 Required: --epsilon, --sample-rate, --draws, --local-examples.`
 
@@ -39,7 +39,8 @@ type persFlags struct {
 
 // persReport is the JSON object of dpsgd account --mechanism personalized.
 // The keys rounds_bound, rounds_bound_logistic, rounds_bound_exact,
-// sigma_seed, sigma_gdp and delta_total are a contract (cli-contract.md).
+// sigma_seed, sigma_gdp and delta_total are a contract
+// (TestAccountPersonalizedContract).
 type persReport struct {
 	Mechanism          string  `json:"mechanism"`
 	Epsilon            float64 `json:"epsilon"`
@@ -195,12 +196,12 @@ func persMakeReport(f *persFlags, s personalized.Setting, cal personalized.Calib
 	} else {
 		why := "ε ≥ 1"
 		if cal.Releases > 1 {
-			why = fmt.Sprintf("%d noisy releases per selection, the seed's formula counts one", cal.Releases)
+			why = fmt.Sprintf("%d noisy releases per selection, the appendix's formula counts one", cal.Releases)
 		}
 		notes = append(notes, fmt.Sprintf("sigma_seed is NOT proven here (%s); its exact δ at ε is %.3g", why, cal.SeedDelta))
 	}
 	if r.LogisticUndershoot {
-		notes = append(notes, "the seed's logistic bound alone undershoots the exact quantile here")
+		notes = append(notes, "the appendix's logistic bound alone undershoots the exact quantile here")
 	}
 	notes = append(notes, fmt.Sprintf("retire the client after %d selections; delta_total applies only if that is not enforced", cal.Rounds.Used))
 	r.Note = strings.Join(notes, "; ")

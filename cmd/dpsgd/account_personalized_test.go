@@ -64,7 +64,7 @@ func TestAccountPersonalizedContract(t *testing.T) {
 }
 
 // TestAccountPersonalizedOptions: defaults, output perturbation, local
-// steps, the seed's validity and the logistic undershoot are reported.
+// steps, the appendix's validity and the logistic undershoot are reported.
 func TestAccountPersonalizedOptions(t *testing.T) {
 	base := []string{"--epsilon", "2", "--sample-rate", "0.05", "--draws", "400", "--local-examples", "32"}
 	m := persJSON(t, base...)

@@ -20,7 +20,7 @@ func accountJSON(t *testing.T, args ...string) map[string]any {
 	return lastJSON(t, out)
 }
 
-// TestAccountContract: every key of cli-contract.md is present, for every sampler.
+// TestAccountContract: every key of the account contract is present, for every sampler.
 func TestAccountContract(t *testing.T) {
 	for _, args := range [][]string{
 		{"--sampler", "poisson", "--sample-rate", "0.01", "--sigma", "1", "--steps", "1000"},
@@ -48,7 +48,7 @@ func TestAccountContract(t *testing.T) {
 }
 
 // TestAccountOpacusAnchor: Opacus's RDP unit test, q = 0.04, σ = 1.5, 2250 steps,
-// δ = 1e-5 → ε = 7.32911117143 (anchors.md §4); PLD must not exceed it.
+// δ = 1e-5 → ε = 7.32911117143; PLD must not exceed it.
 func TestAccountOpacusAnchor(t *testing.T) {
 	base := []string{"--sampler", "poisson", "--sample-rate", "0.04", "--sigma", "1.5", "--steps", "2250", "--delta", "1e-5"}
 	rdp := accountJSON(t, append(base, "--accountant", "rdp")...)
@@ -85,7 +85,7 @@ func TestAccountShuffleLabels(t *testing.T) {
 	}
 }
 
-// TestAccountSolve: the worked example of seed 002 through the command line, and
+// TestAccountSolve: van Dijk & Ertan's worked example through the command line, and
 // σ/epochs solves whose answers the same command confirms.
 func TestAccountSolve(t *testing.T) {
 	m := accountJSON(t, "--sampler", "allocation", "--accountant", "berry-esseen", "--sigma", "1", "--epochs", "1", "--tv", "0.01", "--solve", "rounds")

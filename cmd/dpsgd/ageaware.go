@@ -24,11 +24,12 @@ import (
 
 const ageUsage = `Usage: dpsgd ageaware tv|simulate [flags]
 
-Age-dependent differential privacy and age-aware scheduling (seed 003).
+Age-dependent differential privacy and age-aware scheduling (Lin, Lin, Hsu & Huang,
+"Age aware scheduling for differentially-private federated learning").
 
   tv        Δ(t), the total variation of the reverse chain, exact and its
             spectral bound, for t = 0…max-age (dpsgd ageaware tv --help)
-  simulate  the seed's Fig. 3: loss difference and noise power of the six
+  simulate  the paper's Fig. 3: loss difference and noise power of the six
             schedulers over a range of ε̄ (dpsgd ageaware simulate --help)
 `
 
@@ -96,7 +97,7 @@ func ageParseVector(text, name string) ([]float64, error) {
 }
 
 // ageTVRow is one line of dpsgd ageaware tv --json. The keys age, tv and
-// tv_bound are a contract (cli-contract.md); tv_bound is null for a chain that
+// tv_bound are a contract (TestAgeTVJSONContract); tv_bound is null for a chain that
 // is not reversible (the bound does not apply).
 type ageTVRow struct {
 	Age       int      `json:"age"`
@@ -106,18 +107,18 @@ type ageTVRow struct {
 }
 
 func ageTV(args []string, stdout io.Writer) error {
-	p, q, maxAge := 0.1, 0.2, 15 // seed 003's first client, and the default t_agg
+	p, q, maxAge := 0.1, 0.2, 15 // Lin et al.'s first client, and the default t_agg
 	var chainText, matrixFile, initText string
 	var jsonOut bool
 	fs := flag.NewFlagSet("dpsgd ageaware tv", flag.ContinueOnError)
-	fs.Var(realFlag{&p}, "p", "birth–death chain parameter p (seed 003's 4-state chain; default 0.1)")
+	fs.Var(realFlag{&p}, "p", "birth–death chain parameter p (Lin et al.'s 4-state chain; default 0.1)")
 	fs.Var(realFlag{&q}, "q", "birth–death chain parameter q (default 0.2)")
 	fs.Var(countFlag{&maxAge, 0}, "max-age", "largest age t (default 15)")
 	fs.StringVar(&chainText, "chain", "", `any chain instead of --p/--q: rows separated by ';', entries by ',' (e.g. "0.9,0.1;0.2,0.8")`)
 	fs.StringVar(&matrixFile, "matrix", "", "any chain read from a file: one row per line, entries separated by commas or spaces, '#' comments")
 	fs.StringVar(&initText, "init", "", "optional law of the data at collection time: adds tv_posterior, Δ for data started from it instead of π")
 	fs.BoolVar(&jsonOut, "json", false, "print a JSON array of {age, tv, tv_bound} as the last line")
-	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware tv [flags]\n\nΔ(t) = max over pairs of states of the total variation between the reverse chain's rows\n(seed 003, Proposition 1), exact and by the spectral bound of [12, Prop. 5].")
+	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware tv [flags]\n\nΔ(t) = max over pairs of states of the total variation between the reverse chain's rows\n(Lin et al., Proposition 1), exact and by the spectral bound of [12, Prop. 5].")
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -295,17 +296,17 @@ func ageParseSimFlags(args []string, stdout io.Writer) (*ageSimFlags, error) {
 	fs.Var(countFlag{&f.seed, 0}, "seed", "random seed (default 1)")
 	fs.Var(countFlag{&f.aggTime, 0}, "t-agg", "aggregation time t_agg: collection times are 0…t_agg (default 15)")
 	fs.StringVar(&f.schemes, "schemes", "all", "comma-separated schemes among random+constant, random+adaptive, proposed+constant, proposed+adaptive, optimal+constant, optimal+adaptive, or all")
-	fs.StringVar(&f.delta, "delta", "spectral", "how Δᵢ(t) is obtained: spectral (the seed's bound), exact (reverse chain) or posterior (exact, for data started from μᵢ)")
+	fs.StringVar(&f.delta, "delta", "spectral", "how Δᵢ(t) is obtained: spectral (the paper's bound), exact (reverse chain) or posterior (exact, for data started from μᵢ)")
 	fs.StringVar(&f.search, "search", "auto", "schedule search: auto, exhaustive or coordinate (coordinate descent)")
 	fs.StringVar(&f.out, "out", "figures", `directory for the plot ageaware_fig3.png and .svg ("" for none)`)
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quick, "quick", false, "few trials and ε̄ (a few seconds; for tests)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
-	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware simulate [flags]\n\nSeed 003's Section IV: 3 clients with 4-state birth–death chains, 100 samples each,\nrandom / bound-minimizing (proposed) / simulated-optimal scheduling with constant or\nadaptive Laplace noise; prints each scheme's loss difference and noise power per ε̄\nand plots them like the seed's Fig. 3.")
+	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware simulate [flags]\n\nLin et al.'s Section IV: 3 clients with 4-state birth–death chains, 100 samples each,\nrandom / bound-minimizing (proposed) / simulated-optimal scheduling with constant or\nadaptive Laplace noise; prints each scheme's loss difference and noise power per ε̄\nand plots them like the paper's Fig. 3.")
 	if err != nil {
 		return nil, err
 	}
-	// Defaults: the seed's setting; --quick shrinks the grid and the trials.
+	// Defaults: the paper's setting; --quick shrinks the grid and the trials.
 	points, trials, searchTrials := 10, 4000, 2000
 	if f.quick {
 		points, trials, searchTrials = 3, 300, 200
@@ -447,7 +448,7 @@ func ageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func ageWriteTable(w io.Writer, rep *ageSimReport) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
-	fmt.Fprintf(bw, "seed 003, Section IV: %d clients, t_agg = %d, Δ by %s, %d evaluation trials (optimal searched on %d others), seed %d\n",
+	fmt.Fprintf(bw, "Lin et al., Section IV: %d clients, t_agg = %d, Δ by %s, %d evaluation trials (optimal searched on %d others), seed %d\n",
 		rep.Clients, rep.AggTime, rep.Delta, rep.Trials, rep.SearchTrials, rep.Seed)
 	fmt.Fprintln(bw, "loss = E[(W̃ − W_agg)²] (Monte Carlo ± standard error; exact: closed form), bound = Theorem 1, noise power = Σ pᵢ²·2ηᵢ²")
 	fmt.Fprintf(bw, "%8s  %-18s  %-12s  %20s  %10s  %10s  %11s  %9s\n", "ε̄", "scheme", "t_c", "loss", "exact", "bound", "noise power", "mean ε_c")
@@ -563,11 +564,11 @@ func ageFindings(res *ageng.Result) []ageFinding {
 	return out
 }
 
-// ageFigures draws the seed's Fig. 3: (a) loss difference and (b) noise power
+// ageFigures draws Lin et al.'s Fig. 3: (a) loss difference and (b) noise power
 // against ε̄, one colour per scheduling, dashed for constant noise.
 func ageFigures(res *ageng.Result, aggTime int, delta ageng.DeltaSource) []plots.Figure {
 	loss := plots.Figure{
-		Title:  fmt.Sprintf("Seed 003 Fig. 3(a): loss difference vs ε̄ (t_agg = %d, Δ: %s). Dashed: constant noise, solid: adaptive", aggTime, delta),
+		Title:  fmt.Sprintf("Lin et al. Fig. 3(a): loss difference vs ε̄ (t_agg = %d, Δ: %s). Dashed: constant noise, solid: adaptive", aggTime, delta),
 		XLabel: "ε̄", YLabel: "E[(W̃ − W_agg)²] (Wh²)", LogX: true, LogY: true, Legend: plots.LegendBottomLeft,
 	}
 	power := plots.Figure{

@@ -25,14 +25,15 @@ import (
 // fedHeader is the --help text of dpsgd federated.
 const fedHeader = `Usage: dpsgd federated [flags]
 
-Federated DP training with a personal budget per client (seeds 000/001, privacy-math.md §11).
-The training set is split over N clients (--partition iid, or label: 2 label shards each).
-Each of --rounds rounds makes --k draws; a draw selects client i with probability q_i
-(--sample-rate, default 1/N). A selected client trains --local-steps DP-SGD steps from the
+Federated DP training with a personal budget per client (the personalized-DP FL appendix;
+docs/federated.md). The training set is split over N clients (--partition iid, or label: 2 label
+shards each). Each of --rounds rounds makes --k draws; a draw selects client i with probability
+q_i (--sample-rate, default 1/N). A selected client trains --local-steps DP-SGD steps from the
 global model with its own noise (--mode gradient), or releases one noisy update (--mode output),
-calibrated to its (epsilon_i, delta_i) and to Lemma 1's bound R_i on its selections (--calibration
-gdp: the tight GDP one, or seed: the seed's classic constant). The server aggregates by eq. 15
-with weights C_n·p_n/(K·q_n). A client that has taken part R_i times is retired.
+calibrated to its (epsilon_i, delta_i) and to Lemma 1's bound R_i on its selections
+(--calibration gdp: the tight GDP one, or seed: the appendix's classic constant). The server
+aggregates by eq. 15 with weights C_n·p_n/(K·q_n). A client that has taken part R_i times is
+retired.
 
 Clients come from flags (--clients, --epsilons assigned round-robin, --delta, --sample-rate) or
 from --clients-file (CSV with a header, or JSON; columns id, epsilon, delta or delta_prime and
@@ -81,7 +82,7 @@ func fedParseFlags(args []string, stdout io.Writer) (*fedFlags, error) {
 	fs.StringVar(&f.optimizer, "optimizer", "sgd", "local optimizer: sgd or momentum (reset at every participation)")
 	fs.Var(realFlag{&f.momentum}, "momentum", "momentum coefficient in [0, 1) with --optimizer momentum (default 0.9)")
 	fs.StringVar(&f.mode, "mode", "gradient", "gradient (noise on every local step) or output (one noisy update per participation)")
-	fs.StringVar(&f.calibration, "calibration", "gdp", "gdp (tight, valid at every ε) or seed (the seed's classic constant)")
+	fs.StringVar(&f.calibration, "calibration", "gdp", "gdp (tight, valid at every ε) or seed (the appendix's classic constant)")
 	fs.BoolVar(&f.uniform, "uniform-noise", false, "give every client the noise of the strictest budget (the comparison point of personalized noise)")
 	fs.StringVar(&f.sampling, "sampling", "", "categorical (rates sum to 1) or bernoulli (K trials per client); default: categorical when the rates sum to 1")
 	fs.Var(realFlag{&f.logisticK}, "logistic-k", "Lemma 1's logistic constant k > 0 (default 1.702)")
@@ -296,7 +297,7 @@ func (f *fedFlags) flagClients() ([]federated.ClientSpec, error) {
 
 // fedJSON is the --json report: the run's report (per-client epsilon, delta, sigma,
 // selections, rounds_bound, retired, epsilon_spent; test_accuracy, rounds, utility_cost) and
-// what was run. Keys are a contract (cli-contract.md): add, never rename.
+// what was run. Keys are a contract (TestFederatedJSON): add, never rename.
 type fedJSON struct {
 	*federated.Report
 	Dataset   string `json:"dataset"`

@@ -68,7 +68,7 @@ func TestFederatedJSON(t *testing.T) {
 	}
 }
 
-// TestFederatedClientsFile: clients from a CSV file, output perturbation and the seed's
+// TestFederatedClientsFile: clients from a CSV file, output perturbation and the appendix's
 // calibration, text output with one line per client.
 func TestFederatedClientsFile(t *testing.T) {
 	dir := t.TempDir()

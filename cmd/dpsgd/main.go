@@ -3,15 +3,15 @@
 //
 //	dpsgd train [flags]    train a model (see dpsgd train --help)
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
-//	dpsgd plot [flags]     figures: seed 002's bounds, trade-off curves, samplers compared
-//	dpsgd ageaware tv|simulate  seed 003: age-dependent DP and age-aware scheduling
-//	dpsgd federated [flags]     federated DP training with per-client σ (seeds 000/001)
+//	dpsgd plot [flags]     figures: van Dijk & Ertan's bounds, trade-off curves, samplers compared
+//	dpsgd ageaware tv|simulate  Lin et al.: age-dependent DP and age-aware scheduling
+//	dpsgd federated [flags]     federated DP training with per-client σ (the personalized-DP FL appendix)
 //	dpsgd audit [flags]    empirical ε lower bounds from many trainings with and without a canary
 //	dpsgd bench samplers|step   samplers compared (privacy, accuracy, speed) with a report; DP step speed
 //	dpsgd selftest [flags] check every CUDA kernel against the CPU backend, then benchmark
 //
 // Usage errors print one line on stderr and exit with status 2; --json makes the last line of
-// stdout one JSON object (../shared/docs/cli-contract.md lists the stable flags and keys).
+// stdout one JSON object (the *Contract and *JSON tests check the stable keys).
 package main
 
 import (
@@ -33,8 +33,8 @@ Usage:
   dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
-  dpsgd ageaware tv|simulate  age-dependent DP of Markov data (seed 003): TV by age, scheduling simulation
-  dpsgd federated [flags]     federated DP training, each client with its own budget (seeds 000/001)
+  dpsgd ageaware tv|simulate  age-dependent DP of Markov data (Lin et al.): TV by age, scheduling simulation
+  dpsgd federated [flags]     federated DP training, each client with its own budget (personalized-DP FL appendix)
   dpsgd audit [flags]    empirical privacy audit: ε lower bound with its interval against the accountant's ε
   dpsgd bench samplers|step   shuffle vs Poisson vs allocation (report dir: Markdown, plots, JSON, CSV); DP step speed
   dpsgd selftest [flags] GPU: every CUDA kernel against the CPU backend on random inputs, then a benchmark

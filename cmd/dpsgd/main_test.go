@@ -29,7 +29,7 @@ func lastJSON(t *testing.T, out string) map[string]any {
 }
 
 // TestTrainJSONContract: --json ends stdout with one JSON object holding every key of the
-// contract (cli-contract.md), with plain numbers.
+// train contract, with plain numbers.
 func TestTrainJSONContract(t *testing.T) {
 	code, out, errOut := runCmd(t, "train", "--epochs", "2", "--quiet", "--json")
 	if code != 0 {

@@ -33,7 +33,7 @@ type plotFlags struct {
 func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
 	f := &plotFlags{}
 	fs := flag.NewFlagSet("dpsgd plot", flag.ContinueOnError)
-	fs.StringVar(&f.figure, "figure", "all", "fig1 (seed 002 Figure 1: δ vs M), fig2 (μ coefficients and ratio), fig3 (required M vs σ), tradeoff (trade-off curves of a run), samplers (ε over epochs: shuffle, Poisson, allocation), or all")
+	fs.StringVar(&f.figure, "figure", "all", "fig1 (van Dijk & Ertan's Figure 1: δ vs M), fig2 (μ coefficients and ratio), fig3 (required M vs σ), tradeoff (trade-off curves of a run), samplers (ε over epochs: shuffle, Poisson, allocation), or all")
 	fs.StringVar(&f.out, "out", "figures", "output directory (each figure as NAME.png and NAME.svg)")
 	fs.StringVar(&f.sampler, "sampler", "allocation", "tradeoff: the sampler of the run")
 	fs.Var(realFlag{&f.sigma}, "sigma", "tradeoff, samplers: noise multiplier (default 1)")
@@ -153,7 +153,7 @@ func linGrid(lo, hi float64, n int) []float64 {
 
 var fig1Sigmas = []float64{0.5, 0.75, 1, 1.5, 2}
 
-// fig1 is seed 002's Figure 1: the one-epoch δ (a TV) against M for several σ,
+// fig1 is van Dijk & Ertan's Figure 1: the one-epoch δ (a TV) against M for several σ,
 // with the exact and chi-square values beside the Berry–Esseen bound.
 func (f *plotFlags) fig1() ([]plots.Figure, error) {
 	n := 29
@@ -162,7 +162,7 @@ func (f *plotFlags) fig1() ([]plots.Figure, error) {
 	}
 	ms := logGrid(1e2, 1e9, n)
 	fig := plots.Figure{
-		Title:  "Seed 002 Fig. 1: one epoch of random allocation, δ (TV) vs M. Solid: Berry–Esseen (Thm 4.1), dashed: exact, dotted: chi-square",
+		Title:  "van Dijk & Ertan Fig. 1: one epoch of random allocation, δ (TV) vs M. Solid: Berry–Esseen (Thm 4.1), dashed: exact, dotted: chi-square",
 		XLabel: "rounds per epoch M", YLabel: "δ (total variation)", LogX: true, LogY: true,
 	}
 	for i, sigma := range fig1Sigmas {
@@ -193,7 +193,7 @@ func (f *plotFlags) fig1() ([]plots.Figure, error) {
 	return []plots.Figure{fig}, nil
 }
 
-// fig2 is seed 002's Figure 2: the asymptotic μ-GDP coefficients per unit
+// fig2 is van Dijk & Ertan's Figure 2: the asymptotic μ-GDP coefficients per unit
 // c = √(E/M) (random allocation, Theorem 5.2, against uniform subsampling),
 // and their ratio, which is (1+√2)/2 at σ ≈ 1.668.
 func (f *plotFlags) fig2() ([]plots.Figure, error) {
@@ -215,7 +215,7 @@ func (f *plotFlags) fig2() ([]plots.Figure, error) {
 	}
 	ref.Color = 3
 	coef := plots.Figure{
-		Title:  "Seed 002 Fig. 2: asymptotic μ per unit c = √(E/M) (display only, not a bound)",
+		Title:  "van Dijk & Ertan Fig. 2: asymptotic μ per unit c = √(E/M) (display only, not a bound)",
 		XLabel: "σ", YLabel: "μ / c", LogY: true, Series: []plots.Series{alloc, sub},
 	}
 	rat := plots.Figure{
@@ -225,7 +225,7 @@ func (f *plotFlags) fig2() ([]plots.Figure, error) {
 	return []plots.Figure{coef, rat}, nil
 }
 
-// fig3 is seed 002's Figure 3: the rounds M one epoch needs for δ (a TV) at
+// fig3 is van Dijk & Ertan's Figure 3: the rounds M one epoch needs for δ (a TV) at
 // each σ, by Berry–Esseen, chi-square and the exact TV.
 func (f *plotFlags) fig3() ([]plots.Figure, error) {
 	n, nExact := 40, 12
@@ -233,7 +233,7 @@ func (f *plotFlags) fig3() ([]plots.Figure, error) {
 		n, nExact = 4, 3
 	}
 	fig := plots.Figure{
-		Title:  "Seed 002 Fig. 3: rounds M one epoch needs for δ (TV), vs σ. Solid: Berry–Esseen, dashed: exact, dotted: chi-square",
+		Title:  "van Dijk & Ertan Fig. 3: rounds M one epoch needs for δ (TV), vs σ. Solid: Berry–Esseen, dashed: exact, dotted: chi-square",
 		XLabel: "σ", YLabel: "required M", LogY: true,
 	}
 	for i, delta := range []float64{1e-2, 1e-3, 1e-4} {
@@ -317,7 +317,7 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 		curve, err := fdp.FromAccountant(acc, steps, grid)
 		if m == accounting.MethodChiSquare && err == nil {
 			// The chi-square bound is sharper than its TV alone: Prop. B.2
-			// (privacy-math.md §6.1) bounds the whole curve.
+			// (Ertan & van Dijk 2026) bounds the whole curve.
 			c, cerr := allocation.ChiSquare(spec.Sigma, spec.Rounds, epochs)
 			if cerr != nil {
 				return nil, cerr

@@ -7,12 +7,12 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/ball"
 )
 
-// ballPlotDims are the dimensions of the ball figure. Seed 004's text does not
+// ballPlotDims are the dimensions of the ball figure. Tholeti's text does not
 // list the d of its Fig. 2; its analysis walks through d = 1, 3, 5, … (Eq. 9),
 // and these span one dimension to a small model.
 var ballPlotDims = []int{1, 2, 3, 5, 10, 100, 1000}
 
-// ball is seed 004's Fig. 2: the δ of one step of ball noise against the
+// ball is Tholeti's Fig. 2: the δ of one step of ball noise against the
 // distance Δ ∈ [0, 2] between neighbouring gradients, at r = 1, for several
 // d (δ grows with d and Δ; d = 1 is the line Δ/2). A second panel shows the
 // small-Δ end on log axes, where δ ∝ Δ/r with a slope that grows like √d.
@@ -28,7 +28,7 @@ func ballFigures(quick bool) ([]plots.Figure, error) {
 		n = 21
 	}
 	lin := plots.Figure{
-		Title:  "Seed 004 Fig. 2: δ of one step of uniform-ball noise (r = 1) against the distance Δ, for several d",
+		Title:  "Tholeti Fig. 2: δ of one step of uniform-ball noise (r = 1) against the distance Δ, for several d",
 		XLabel: "distance Δ between neighbouring gradients", YLabel: "δ = I(Δ²/4; 1/2, (d+1)/2)",
 		YLim: [2]float64{0, 1.02}, Legend: plots.LegendBottomRight,
 	}

@@ -132,7 +132,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it")
 	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
 	fs.StringVar(&f.device, "device", "auto", "auto, cpu or cuda")
-	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian, or ball (uniform in a ball over all parameters, seed 004; --delta is then the total δ the run may spend)")
+	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian, or ball (uniform in a ball over all parameters, Tholeti's perturbed gradient descent; --delta is then the total δ the run may spend)")
 	fs.Float64Var(&f.radius, "radius", 0, "--noise ball: ball radius r as a multiple of --clip (noise radius r·C); default: calibrated so that the planned epochs spend exactly --delta")
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
@@ -466,7 +466,7 @@ func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train,
 	return train, test, nil
 }
 
-// trainJSON is the --json result. Keys are a contract (cli-contract.md); add, never rename.
+// trainJSON is the --json result. Keys are a contract (TestTrainJSONContract); add, never rename.
 type trainJSON struct {
 	TestAccuracy      float64            `json:"test_accuracy"`
 	Epsilon           *float64           `json:"epsilon"`

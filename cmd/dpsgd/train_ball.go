@@ -34,7 +34,7 @@ func (f *trainFlags) checkNoise() error {
 	return nil
 }
 
-// ballSpec is buildSampler's ball branch: the accountant of seed 004's mechanism for the
+// ballSpec is buildSampler's ball branch: the accountant of Tholeti's mechanism for the
 // sampler's geometry spec, with d the number of parameters and Δ the sensitivity of the
 // clipped sum under the sampler's adjacency.
 func (f *trainFlags) ballSpec(rc *runConfig, spec accounting.Spec, params int) error {

@@ -1,6 +1,6 @@
 // Command federated_mnist compares personalized per-client noise with one noise level set by
 // the strictest client, and with non-private training, in federated learning on MNIST
-// (seeds 000/001; privacy-math.md §11; issue 5).
+// (the personalized-DP FL appendix, see privacy/personalized; docs/federated.md).
 //
 // The 60000 training images are split IID over 100 clients (600 each); a third of the clients
 // ask for ε = 1, a third for ε = 2 and a third for ε = 4, all with δ = 1e-5 (split evenly into
