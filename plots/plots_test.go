@@ -288,7 +288,7 @@ func TestColors(t *testing.T) {
 // TestFitTitle: a title too wide for the panel is shrunk, then wrapped, and
 // ends up no wider than the panel; a short one is left alone.
 func TestFitTitle(t *testing.T) {
-	long := "Seed 002 Fig. 2 (left): asymptotic μ per unit c = √(E/M) — display only, not a bound, and then some more words"
+	long := "van Dijk & Ertan Fig. 2 (left): asymptotic μ per unit c = √(E/M) — display only, not a bound, and then some more words"
 	f := Figure{Title: long, Series: []Series{{Name: "s", X: []float64{0, 1}, Y: []float64{0, 1}}}}
 	p, err := f.build()
 	if err != nil {
