@@ -49,7 +49,7 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./kernels ./engine/... ./federated ./ageaware
 
-# DP step against non-private step, MLP 784-256-10, batch 256 (the issue's ratio).
+# DP step against non-private step, MLP 784-256-10, batch 256 (the ratio in docs/benchmarks.md).
 bench-step:
 	$(GO) test -run='^$$' -bench='Step' -benchtime=3s -count=3 ./engine
 

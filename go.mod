@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/chewxy/hm v1.0.0
 	// The CUDA driver and cuBLAS are loaded at run time with purego, so the binary builds with
-	// CGO_ENABLED=0 (../shared/docs/gpu-and-gorgonia.md §3.4; v0.11.3 is the version measured there).
+	// CGO_ENABLED=0 (docs/gpu.md; v0.11.3 is the version tested).
 	github.com/ebitengine/purego v0.11.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/term v0.44.0
@@ -28,8 +28,8 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
-	// Required: the version tensor v0.9.24 asks for panics at init under Go ≥ 1.21 (see
-	// ../shared/docs/gpu-and-gorgonia.md §1.2); this one no longer checks the Go version.
+	// Required: the version tensor v0.9.24 asks for panics at init under Go ≥ 1.21 (it
+	// refuses Go releases it does not know); this one no longer checks the Go version.
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect

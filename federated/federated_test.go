@@ -349,7 +349,7 @@ func TestNewRejects(t *testing.T) {
 // BenchmarkRound: one round of 10 clients × 10 local steps (every client takes part once:
 // rates 1, one draw), MLP 784-64-10 in float32 on MNIST-shaped synthetic data, local batch 64,
 // the DP round (gradient perturbation) against the same round non-private, in one run.
-// `go test -run '^$' -bench Round ./federated` reports both; the issue's target is a
+// `go test -run '^$' -bench Round ./federated` reports both; the target is a
 // ratio of at most 1.2.
 func BenchmarkRound(b *testing.B) {
 	cfg := datasets.DefaultSynthetic()

@@ -313,7 +313,7 @@ func auditTable(w io.Writer, results []*audit.Result) {
 	r0 := results[0]
 	fmt.Fprintf(w, "Empirical privacy audit: %d trainings per world, threat %s, n = %d, batch %d, %s, δ = %g, %.0f%% confidence\n\n", r0.Runs, r0.Threat, r0.N, r0.Batch, r0.Dtype, r0.Delta, 100*r0.Confidence)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "sampler\tcanary\tσ\tsteps\taccountant\tε accountant\tε empirical\tinterval\tlower bound §8d\truns/s\tstatus")
+	fmt.Fprintln(tw, "sampler\tcanary\tσ\tsteps\taccountant\tε accountant\tε empirical\tinterval\tlower bound (Chua et al.)\truns/s\tstatus")
 	num := func(v float64) string {
 		switch {
 		case math.IsNaN(v):

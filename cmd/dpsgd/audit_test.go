@@ -17,7 +17,7 @@ func auditRunCmd(t *testing.T, args ...string) (code int, stdout, stderr string)
 
 // TestAuditQuickJSON: --quick --json audits every sampler end to end; the last line holds
 // the contract's keys per sampler, the empirical interval is ordered and below the
-// accountant's ε, and shuffle carries the §8d lower bound.
+// accountant's ε, and shuffle carries Chua et al.'s lower bound.
 func TestAuditQuickJSON(t *testing.T) {
 	code, out, errOut := auditRunCmd(t, "--quick", "--runs", "200", "--json")
 	if code != 0 {

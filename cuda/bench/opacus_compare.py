@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare dpsgd's DP-SGD step on the GPU with Opacus on the same GPU (issue 4).
+"""Compare dpsgd's DP-SGD step on the GPU with Opacus on the same GPU (docs/gpu.md).
 
 Run on the GPU machine (PyTorch and Opacus installed there; Opacus is not part of this repo):
 

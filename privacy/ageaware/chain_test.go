@@ -191,7 +191,7 @@ func TestTwoStateClosedForm(t *testing.T) {
 	}
 }
 
-// TestDeltaBelowSpectralBound is the property test: on random
+// TestDeltaBelowSpectralBound is the property test of the spectral bound: on random
 // reversible chains (P = D⁻¹W with symmetric W, and Metropolis chains), the
 // exact Δ(t) never exceeds the spectral bound; Δ(0) = 1; Δ is non-increasing;
 // the fast evaluation matches the naive one from the reverse chain's rows.

@@ -509,7 +509,7 @@ func TestAccountantInterface(t *testing.T) {
 	wg.Wait()
 }
 
-// BenchmarkPoissonMNIST is the target: Poisson PLD for 14,063 steps
+// BenchmarkPoissonMNIST is the speed target: Poisson PLD for 14,063 steps
 // (q = 256/60000, σ = 1.1), from scratch (discretization, both directions,
 // composition, ε), under 2 s on one core.
 func BenchmarkPoissonMNIST(b *testing.B) {
