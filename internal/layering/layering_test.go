@@ -168,6 +168,9 @@ func load(t *testing.T) map[string]pkg {
 		t.Fatalf("go list -m -json: %v", err)
 	}
 	rel := func(importPath string) (string, bool) {
+		if importPath == mod.Path {
+			return ".", true // the module's root package
+		}
 		return strings.CutPrefix(importPath, mod.Path+"/")
 	}
 	pkgs := map[string]pkg{}
@@ -271,6 +274,8 @@ func TestRuleFunction(t *testing.T) {
 		{"engineering", "bench", ""}, // a name that starts like a layer is not in it
 		{"privacy", "cudart", ""},
 		{"privacyx", "engine", ""},
+		{".", "engine", ""}, // the module root package (the front door) may use the engine
+		{".", "cmd/dpsgd", ruleNoCmd},
 	} {
 		if got := broken(c.from, c.to); got != c.want {
 			t.Errorf("broken(%q, %q) = %q, want %q", c.from, c.to, got, c.want)
