@@ -32,7 +32,7 @@ type Source struct {
 }
 
 // MNISTFiles returns the four original MNIST files (yann.lecun.com/exdb/mnist), with the sizes
-// and SHA-256 sums given in /work/shared/datasets/mnist/README.md (they match TFDS).
+// and SHA-256 sums of the originals (they match TFDS).
 func MNISTFiles() []RemoteFile {
 	return []RemoteFile{
 		{"train-images-idx3-ubyte.gz", 9912422, "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"},
@@ -43,7 +43,7 @@ func MNISTFiles() []RemoteFile {
 }
 
 // AdultFiles returns the UCI Adult files LoadAdult needs (adult.data, adult.test), with the
-// sizes and SHA-256 sums of the UCI originals (/work/shared/datasets/uci-adult/README.md).
+// sizes and SHA-256 sums of the UCI originals.
 func AdultFiles() []RemoteFile {
 	return []RemoteFile{
 		{"adult.data", 3974305, "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"},

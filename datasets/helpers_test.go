@@ -12,13 +12,13 @@ import (
 	"testing"
 )
 
-// sharedDir returns the directory of the real files of sub (kept outside the repository, at
-// /work/shared/datasets/sub), skipping the test if it is absent.
+// sharedDir returns the directory of the real files of sub (kept outside the repository, in a
+// shared/datasets directory beside the checkout), skipping the test if it is absent.
 func sharedDir(tb testing.TB, sub string) string {
 	tb.Helper()
 	dir := filepath.Join("..", "..", "shared", "datasets", sub)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		tb.Skipf("real data not available: %s is absent (expected /work/shared/datasets/%s)", dir, sub)
+		tb.Skipf("real data not available: %s is absent", dir)
 	}
 	return dir
 }
