@@ -4,7 +4,11 @@
 // one-dimensional root finding and search (bisections, golden-section search).
 package numeric
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
 
 // LogSqrt2Pi is ln √(2π).
 const LogSqrt2Pi = 0.91893853320467274178032973640561763986139747363778
@@ -91,11 +95,10 @@ func BisectDecreasing(f func(float64) float64, lo, hi, tol float64) float64 {
 	return hi
 }
 
-// NormCDF returns Φ(x), the standard normal distribution function.
-func NormCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
-
-// NormSF returns 1 − Φ(x) without cancellation in the upper tail.
-func NormSF(x float64) float64 { return 0.5 * math.Erfc(x/math.Sqrt2) }
+// NormSF returns 1 − Φ(x) = Φ(−x) without cancellation in the upper tail: ½ erfc(x/√2) by
+// distuv.UnitNormal.CDF(−x). For Φ itself use distuv.UnitNormal.CDF. distuv's Survival
+// computes ½(1 − erf(x/√2)) instead, which loses the upper tail (7.6e-24 at x = 10 is 0 there).
+func NormSF(x float64) float64 { return distuv.UnitNormal.CDF(-x) }
 
 // FastFFTLen returns the smallest n' ≥ n of the form 2^a·3^b·5^c that gonum's FFT can
 // factor: its FFTPACK port splits n' into radix-4, 2, 3 and 5 passes and has room for at most

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // asymCheck reports whether σ and c are valid for the μ coefficients.
@@ -68,5 +69,5 @@ func asymLogPosSecond(t2 float64) float64 {
 		v := t / (2 * math.Sqrt2)
 		return math.Log(0.5*math.Expm1(t2) + 0.5*math.Exp(t2)*math.Erf(3*v) - 1.5*math.Erf(v))
 	}
-	return t2 + math.Log(numeric.NormCDF(1.5*t)+math.Exp(-t2)*(3*numeric.NormCDF(-0.5*t)-2))
+	return t2 + math.Log(distuv.UnitNormal.CDF(1.5*t)+math.Exp(-t2)*(3*distuv.UnitNormal.CDF(-0.5*t)-2))
 }

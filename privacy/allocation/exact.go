@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // exactTolerance is the stated absolute accuracy of the one-epoch exact
@@ -63,7 +63,7 @@ func ExactDeltaEpoch(sigma float64, rounds int, eps float64) (float64, error) {
 	}
 	if rounds == 1 {
 		t := 1 / sigma
-		d := numeric.NormCDF(t/2-eps/t) - math.Exp(eps)*numeric.NormCDF(-t/2-eps/t)
+		d := distuv.UnitNormal.CDF(t/2-eps/t) - math.Exp(eps)*distuv.UnitNormal.CDF(-t/2-eps/t)
 		return exactClamp(d), nil
 	}
 	m := float64(rounds)

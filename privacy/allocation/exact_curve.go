@@ -85,7 +85,7 @@ func exactNewPair(sigma float64, m int, kMax float64) *exactPair {
 	// against du/(πMu²) from the first node: ≤ Φ̄(xTop)/(π u₀).
 	p.buildU(U, kMax)
 	if len(p.u) > 0 {
-		p.trunc += 0.5 * math.Erfc(exactXTop/math.Sqrt2) / (math.Pi * p.u[0])
+		p.trunc += numeric.NormSF(exactXTop) / (math.Pi * p.u[0])
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/pld"
 	"gonum.org/v1/gonum/dsp/fourier"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // This file builds a pessimistic privacy-loss distribution of one epoch of the
@@ -79,11 +80,11 @@ type exactEpochPLD struct {
 func exactCellMass(x1, x2 float64) float64 {
 	switch {
 	case x2 <= 0:
-		return numeric.NormCDF(x2) - numeric.NormCDF(x1)
+		return distuv.UnitNormal.CDF(x2) - distuv.UnitNormal.CDF(x1)
 	case x1 >= 0:
 		return numeric.NormSF(x1) - numeric.NormSF(x2)
 	}
-	return (0.5 - numeric.NormCDF(x1)) + (0.5 - numeric.NormSF(x2))
+	return (0.5 - distuv.UnitNormal.CDF(x1)) + (0.5 - numeric.NormSF(x2))
 }
 
 // exactSpreadY returns the masses of Ỹ on {0, dy, …, J·dy} (J·dy = y_cap)

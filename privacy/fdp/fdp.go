@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
 	"gonum.org/v1/gonum/mathext"
 )
@@ -61,7 +62,7 @@ func gaussianAt(mu, a float64) float64 {
 	} else {
 		q = mathext.NormalQuantile(1 - a) // 1 − a is exact here (Sterbenz)
 	}
-	return 0.5 * math.Erfc((mu-q)/math.Sqrt2)
+	return numeric.NormSF(mu - q)
 }
 
 // EpsDelta returns f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)},

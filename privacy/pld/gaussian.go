@@ -7,6 +7,7 @@ import (
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
 	"gonum.org/v1/gonum/mathext"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Direction selects which of the two neighbouring datasets plays P in the
@@ -132,7 +133,7 @@ func (g *poissonGaussian) xRemove(l float64) float64 {
 type normCDFs struct{ lo, hi float64 }
 
 func cdfs(z float64) normCDFs {
-	return normCDFs{lo: 0.5 * math.Erfc(-z/math.Sqrt2), hi: 0.5 * math.Erfc(z/math.Sqrt2)}
+	return normCDFs{lo: distuv.UnitNormal.CDF(z), hi: numeric.NormSF(z)}
 }
 
 // Nodes and weights of 8-point Gauss–Legendre quadrature on [−1, 1].
