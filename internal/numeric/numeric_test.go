@@ -122,6 +122,13 @@ func TestBisect(t *testing.T) {
 	if d := distuv.UnitNormal.CDF(1.3) + NormSF(1.3) - 1; math.Abs(d) > 1e-15 {
 		t.Errorf("Φ + (1−Φ) − 1 = %g", d)
 	}
+	// The upper tail keeps its relative precision (1 − Φ(10) and 1 − Φ(37.5) from mpmath at
+	// 30 digits), where distuv's Survival, 1 − erf, has already rounded to 0.
+	for _, tc := range []struct{ x, want float64 }{{10, 7.619853024160526e-24}, {37.5, 4.605353009581955e-308}} {
+		if got := NormSF(tc.x); !close(got, tc.want, 1e-12, 0) {
+			t.Errorf("NormSF(%g) = %g, want %g", tc.x, got, tc.want)
+		}
+	}
 }
 
 // FastFFTLen's lengths are ones gonum's FFT can build (at most 13 radix passes: a longer
