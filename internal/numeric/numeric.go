@@ -6,6 +6,7 @@ package numeric
 
 import (
 	"math"
+	"math/cmplx"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -168,6 +169,21 @@ func BisectInt(ok func(n int) (bool, error), lo, hi int) (int, error) {
 		}
 	}
 	return hi, nil
+}
+
+// PowPolar raises every entry of c to the real power n in polar form, |z|ⁿ·e^{i·n·arg z},
+// in place; zeros stay zero. On the DFT of a sequence it gives that of the n-fold circular
+// self-convolution, as the PLD compositions use it.
+func PowPolar(c []complex128, n float64) {
+	for i, z := range c {
+		r := cmplx.Abs(z)
+		if r == 0 {
+			continue
+		}
+		s, co := math.Sincos(n * cmplx.Phase(z))
+		m := math.Exp(n * math.Log(r))
+		c[i] = complex(m*co, m*s)
+	}
 }
 
 // invPhi is (√5 − 1)/2 = 1/φ, the golden-section ratio.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/cmplx"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -265,16 +264,7 @@ func exactBuildEpochPLD(sigma float64, m int, fine float64) (*exactEpochPLD, err
 	fft := fourier.NewFFT(size)
 	c := fft.Coefficients(nil, buf)
 	if m > 1 {
-		mf := float64(m)
-		for i, z := range c {
-			r := cmplx.Abs(z)
-			if r == 0 {
-				continue
-			}
-			s, co := math.Sincos(mf * cmplx.Phase(z))
-			mag := math.Exp(mf * math.Log(r))
-			c[i] = complex(mag*co, mag*s)
-		}
+		numeric.PowPolar(c, float64(m))
 	}
 	seq := fft.Sequence(buf, c)
 	inv := 1 / float64(size)

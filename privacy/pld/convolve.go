@@ -3,7 +3,6 @@ package pld
 import (
 	"fmt"
 	"math"
-	"math/cmplx"
 
 	"gonum.org/v1/gonum/dsp/fourier"
 
@@ -156,16 +155,7 @@ func convolve(a, b *PMF, n int) (*PMF, error) {
 	}
 	ca := fold(a.probs)
 	if b == nil {
-		nf := float64(n)
-		for i, z := range ca {
-			r := cmplx.Abs(z)
-			if r == 0 {
-				continue
-			}
-			s, c := math.Sincos(nf * cmplx.Phase(z))
-			m := math.Exp(nf * math.Log(r))
-			ca[i] = complex(m*c, m*s)
-		}
+		numeric.PowPolar(ca, float64(n))
 	} else {
 		cb := fold(b.probs)
 		for i := range ca {
