@@ -1,7 +1,9 @@
-// Package numeric is the one home of the module's scalar numerical helpers,
+// Package numeric is the one home of the module's small numerical helpers,
 // shared by the privacy accountants and the audit: log-space arithmetic
-// (ln(eᵃ ± eᵇ), softplus), ln Φ with full precision in the far tail, and
-// one-dimensional root finding and search (bisections, golden-section search).
+// (ln(eᵃ ± eᵇ), softplus), the normal tails (ln Φ with full precision in the
+// far tail, 1 − Φ without cancellation; Φ itself is gonum's
+// distuv.UnitNormal.CDF), one-dimensional root finding and search (bisections,
+// golden-section search), and the FFT helpers of the PLD compositions.
 package numeric
 
 import (
