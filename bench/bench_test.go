@@ -35,7 +35,7 @@ func TestNewSamplerRefusesInvalidPairs(t *testing.T) {
 		{"allocation", "berry-esseen", "total variation"},
 		{"allocation", "gdp", "approximation"},
 		{"poisson", "exact", "not available"},
-		{"magic", "", "sampler \"magic\""},
+		{"magic", "", "\"magic\""},
 	} {
 		_, _, err := NewSampler(c.sampler, c.method, 1000, 100, 1)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.sampler) {
@@ -67,7 +67,7 @@ func TestSolveSigmaAgainstGDPOracle(t *testing.T) {
 	}
 	for _, eps := range []float64{0.5, 2, 8} {
 		target := privacy.Budget{Epsilon: eps, Delta: delta}
-		exact, err := solveSigma(spec, epochs*m, target, 0)
+		exact, err := solveSigma(context.Background(), spec, epochs*m, target, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestSolveSigmaAgainstGDPOracle(t *testing.T) {
 		if d := gdpDelta(math.Sqrt(epochs)/(exact*0.99), eps); d <= delta {
 			t.Errorf("ε %g: σ %g is not tight, 0.99σ still gives δ %g", eps, exact, d)
 		}
-		coarse, err := solveSigma(spec, epochs*m, target, 1e-2)
+		coarse, err := solveSigma(context.Background(), spec, epochs*m, target, 1e-2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestSolveSigmaAgainstGDPOracle(t *testing.T) {
 			t.Errorf("ε %g: coarse σ %g, exact %g", eps, coarse, exact)
 		}
 	}
-	_, err = solveSigma(spec, epochs*m, privacy.Budget{Epsilon: 1e-7, Delta: delta}, 1e-2)
+	_, err = solveSigma(context.Background(), spec, epochs*m, privacy.Budget{Epsilon: 1e-7, Delta: delta}, 1e-2)
 	if !errors.Is(err, privacy.ErrUnreachable) {
 		t.Errorf("unreachable target: %v", err)
 	}

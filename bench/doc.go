@@ -2,10 +2,10 @@
 // library behind `dpsgd bench samplers` and `dpsgd bench step`.
 //
 // Samplers trains one model on one dataset with each sampler (shuffle, poisson,
-// poisson-truncated, allocation) at each target (ε, δ): σ is calibrated with the sampler's own
-// proven accountant, the one `dpsgd train` uses (privacy/accounting, docs/accounting.md "Which
-// statement for which sampler"), so that every number in the comparison is a guarantee for the
-// sampler actually run. Shuffling is never accounted as if it were Poisson: the privacy-only
+// poisson-truncated, allocation) at each target (ε, δ): each run is assembled by the front door
+// (package dpsgd), as `dpsgd train` assembles its own, so σ is calibrated with the sampler's own
+// proven accountant (privacy/accounting, docs/accounting.md "Which statement for which
+// sampler") and every number in the comparison is a guarantee for the sampler actually run. Shuffling is never accounted as if it were Poisson: the privacy-only
 // comparison (PrivacyCurves) shows what Poisson accounting would claim for shuffling next to
 // Chua et al.'s (2024) lower bound for shuffling, and labels it as not a valid guarantee.
 //

@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/dpsgd/dpsgd/privacy/shuffle"
@@ -17,9 +16,8 @@ import (
 type PrivacyConfig struct {
 	Samplers    []string          // nil: DefaultSamplers()
 	Accountants map[string]string // sampler → method; missing: the default
-	// Build makes the samplers (their geometry: steps per epoch and accountant spec); nil:
-	// NewSampler over DatasetSize examples with BatchSize.
-	Build                  Builder
+	// DatasetSize and BatchSize shape the samplers (NewSampler): their steps per epoch and
+	// accounting specs.
 	DatasetSize, BatchSize int
 	Sigma, Delta           float64
 	Epochs                 int // epochs 1..Epochs
@@ -77,12 +75,6 @@ func PrivacyCurves(cfg PrivacyConfig) (*PrivacyComparison, error) {
 	if cfg.Epochs < 1 || cfg.Epochs > 10000 {
 		return nil, fmt.Errorf("bench: privacy epochs %d: want a value in [1, 10000]: %w", cfg.Epochs, ErrInvalid)
 	}
-	if cfg.Build == nil {
-		n, b := cfg.DatasetSize, cfg.BatchSize
-		cfg.Build = func(name, method string, seed uint64) (sampler.Sampler, accounting.Spec, error) {
-			return NewSampler(name, method, n, b, seed)
-		}
-	}
 	out := &PrivacyComparison{Sigma: cfg.Sigma, Delta: cfg.Delta, DatasetSize: cfg.DatasetSize, BatchSize: cfg.BatchSize}
 	type line struct {
 		spec     accounting.Spec
@@ -91,14 +83,14 @@ func PrivacyCurves(cfg PrivacyConfig) (*PrivacyComparison, error) {
 	}
 	var lines []line
 	for _, name := range cfg.Samplers {
-		smp, spec, err := cfg.Build(name, cfg.Accountants[name], 0)
+		smp, spec, err := NewSampler(name, cfg.Accountants[name], cfg.DatasetSize, cfg.BatchSize, 0)
 		if err != nil {
 			return nil, err
 		}
 		lines = append(lines, line{spec, smp.StepsPerEpoch(), fmt.Sprintf("%s (%s): guarantee", name, spec.Method)})
 	}
 	// The two shuffle curves that are not guarantees, drawn whatever the samplers compared.
-	smp, spec, err := cfg.Build(privacy.SamplerShuffle, "", 0)
+	smp, spec, err := NewSampler(privacy.SamplerShuffle, "", cfg.DatasetSize, cfg.BatchSize, 0)
 	if err != nil {
 		return nil, err
 	}

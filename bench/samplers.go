@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/sampler"
@@ -27,76 +28,26 @@ func DefaultSamplers() []string {
 	return []string{privacy.SamplerShuffle, privacy.SamplerPoisson, privacy.SamplerPoissonTruncated, privacy.SamplerAllocation}
 }
 
-// Builder makes the sampler name with the given seed over the training set, and the
-// accounting.Spec (σ left 0) of the accountant method proven for it; method "" is the
-// sampler's default. It must refuse a method that is not an (ε, δ) guarantee for the sampler
-// with an error wrapping ErrInvalid (or a usage error of the caller's own).
-type Builder func(name, method string, seed uint64) (sampler.Sampler, accounting.Spec, error)
-
-// NewSampler is the default Builder over n examples with expected batch size batch: the same
-// samplers and accountants as `dpsgd train --sampler name --accountant method` (docs/accounting.md,
-// "Which statement for which sampler"): shuffle with M = ⌊n/batch⌋ fixed batches, allocation
-// with M = round(n/batch) rounds, poisson with q = batch/n, poisson-truncated with q = batch/n
-// cut at sampler.DefaultMaxBatch. The method must be a guarantee giving (ε, δ): total-variation
-// only accountants (chisq, berry-esseen), approximations, lower bounds and Poisson accounting
-// applied to another sampler are refused.
+// NewSampler builds the sampler name over n examples with expected batch size batch and the
+// accounting.Spec (σ left 0) of its accountant method ("" is the sampler's default), exactly
+// as `dpsgd train --sampler name --accountant method` does: dpsgd.Plan.NewSampler, the front
+// door's. The method must be a guarantee giving (ε, δ) for the sampler: total-variation-only
+// accountants (chisq, berry-esseen), approximations, lower bounds and Poisson accounting
+// applied to another sampler are refused with an error wrapping ErrInvalid.
 func NewSampler(name, method string, n, batch int, seed uint64) (sampler.Sampler, accounting.Spec, error) {
-	// q and the rounds come from the dataset size, so it is public: zero-out adjacency.
-	spec := accounting.Spec{Sampler: name, PublicSize: true}
-	if n < 1 || batch < 1 || batch > n {
-		return nil, spec, fmt.Errorf("bench: batch size %d with %d examples: want 1 ≤ batch ≤ examples: %w", batch, n, ErrInvalid)
-	}
-	var smp sampler.Sampler
-	var err error
-	q := float64(batch) / float64(n)
-	switch name {
-	case privacy.SamplerShuffle:
-		smp, err = sampler.NewShuffle(n, batch, seed)
-	case privacy.SamplerAllocation:
-		smp, err = sampler.NewAllocation(n, sampler.AllocationSteps(n, batch), seed)
-	case privacy.SamplerPoisson:
-		smp, err = sampler.NewPoisson(n, q, seed)
-		spec.SampleRate = q
-	case privacy.SamplerPoissonTruncated:
-		maxB := sampler.DefaultMaxBatch(n, q)
-		smp, err = sampler.NewTruncatedPoisson(n, q, maxB, seed)
-		spec.SampleRate, spec.DatasetSize, spec.MaxBatch = q, n, maxB
-	default:
-		return nil, spec, fmt.Errorf("bench: sampler %q: want one of %s: %w", name, strings.Join(DefaultSamplers(), ", "), ErrInvalid)
-	}
+	smp, spec, err := dpsgd.Plan{Sampler: dpsgd.Sampler(name), BatchSize: batch, Accountant: method, Seed: seed}.NewSampler(n)
 	if err != nil {
-		return nil, spec, fmt.Errorf("bench: sampler %s: %v: %w", name, err, ErrInvalid)
-	}
-	if name == privacy.SamplerShuffle || name == privacy.SamplerAllocation {
-		spec.Rounds = smp.StepsPerEpoch()
-		spec.SampleRate = 1 / float64(spec.Rounds)
-	}
-	spec.Method = method
-	if spec.Method == "" {
-		spec.Method = accounting.DefaultMethod(name)
-	}
-	if err := CheckGuarantee(spec); err != nil {
-		return nil, spec, err
+		return nil, spec, planErr(fmt.Sprintf("sampler %s with accountant %s", name, method), err)
 	}
 	return smp, spec, nil
 }
 
-// CheckGuarantee returns nil when spec's method is a proven (ε, δ) guarantee for spec's
-// sampler, and otherwise an error wrapping ErrInvalid that names both.
-func CheckGuarantee(spec accounting.Spec) error {
-	kind, err := spec.Kind()
-	if err != nil {
-		return fmt.Errorf("bench: sampler %s with accountant %q: not available; want one of %s: %w",
-			spec.Sampler, spec.Method, strings.Join(accounting.Methods(spec.Sampler), ", "), ErrInvalid)
+// planErr is err of the front door about what, made bench's: a refused plan wraps ErrInvalid.
+func planErr(what string, err error) error {
+	if errors.Is(err, dpsgd.ErrInvalid) {
+		return fmt.Errorf("bench: %s: %w: %w", what, err, ErrInvalid)
 	}
-	if spec.Method == accounting.MethodChiSquare || spec.Method == accounting.MethodBerryEsseen {
-		return fmt.Errorf("bench: sampler %s with accountant %s: certifies only a total variation, training reports (ε, δ); want exact, rdp or deterministic: %w",
-			spec.Sampler, spec.Method, ErrInvalid)
-	}
-	if kind != accounting.KindGuarantee {
-		return fmt.Errorf("bench: sampler %s with accountant %s: %s, not a guarantee for this sampler: %w", spec.Sampler, spec.Method, kind, ErrInvalid)
-	}
-	return nil
+	return fmt.Errorf("bench: %s: %w", what, err)
 }
 
 // SamplersConfig is one sampler comparison.
@@ -118,8 +69,6 @@ type SamplersConfig struct {
 	// 1..PrivacyEpochs at noise multiplier PrivacySigma, without training.
 	PrivacyEpochs int
 	PrivacySigma  float64
-	// Build makes the samplers; nil: NewSampler over Train with BatchSize.
-	Build Builder
 	// SigmaTolerance is the relative tolerance of the σ calibration: 0 is
 	// accounting.SolveSigma's (1e-4), exactly what dpsgd train does; a larger value (for
 	// example 1e-2, for quick runs) needs fewer accountant evaluations. σ is always rounded up,
@@ -286,12 +235,6 @@ func (c *SamplersConfig) validate() error {
 	if !(c.SigmaTolerance >= 0 && c.SigmaTolerance <= 0.1) {
 		return bad("σ tolerance %v: want a value in [0, 0.1]", c.SigmaTolerance)
 	}
-	if c.Build == nil {
-		n, b := c.Train.N, c.BatchSize
-		c.Build = func(name, method string, seed uint64) (sampler.Sampler, accounting.Spec, error) {
-			return NewSampler(name, method, n, b, seed)
-		}
-	}
 	return nil
 }
 
@@ -307,64 +250,62 @@ func safe[T any](what string, f func() (T, error)) (v T, err error) {
 	return f()
 }
 
-// solveSigma is accounting.SolveSigma for rel = 0, otherwise accounting.SolveSigmaTol.
-func solveSigma(spec accounting.Spec, steps int, target privacy.Budget, rel float64) (float64, error) {
-	if rel == 0 {
-		return accounting.SolveSigma(spec, steps, target)
-	}
-	return accounting.SolveSigmaTol(spec, steps, target, rel)
+// solveSigma is accounting.SolveSigma for rel = 0, otherwise accounting.SolveSigmaTol; ctx
+// stops it.
+func solveSigma(ctx context.Context, spec accounting.Spec, steps int, target privacy.Budget, rel float64) (float64, error) {
+	return accounting.SolveSigmaCtx(ctx, spec, steps, target, rel, nil)
 }
 
-// cellPlan is a calibrated cell before training.
-type cellPlan struct {
-	cell Cell
-	spec accounting.Spec
+// plan is the front door's plan of one run of the comparison: sampler name at target ε with
+// σ (0: calibrated to the target) and seed.
+func (cfg *SamplersConfig) plan(name string, target, sigma float64, seed uint64) dpsgd.Plan {
+	return dpsgd.Plan{Sampler: dpsgd.Sampler(name), BatchSize: cfg.BatchSize, Epochs: cfg.Engine.Epochs, Clip: cfg.Engine.Clip,
+		Sigma: sigma, TargetEpsilon: target, Delta: cfg.Delta, Accountant: cfg.Accountants[name], Seed: seed}
 }
 
-// Calibrate returns σ for each sampler and target of cfg, from the sampler's own accountant
-// (accounting.SolveSigma over Epochs × StepsPerEpoch steps), without training. An unreachable
-// target is an error wrapping privacy.ErrUnreachable that names the target and the sampler.
-func calibrate(cfg *SamplersConfig, prog Progress) ([]cellPlan, error) {
-	var plans []cellPlan
+// calibrate returns σ for each sampler and target of cfg, from the sampler's own accountant
+// (the front door's calibration over Epochs × StepsPerEpoch steps, to cfg.SigmaTolerance),
+// without training. An unreachable target is an error wrapping privacy.ErrUnreachable that
+// names the target and the sampler.
+func calibrate(ctx context.Context, cfg *SamplersConfig, prog Progress) ([]Cell, error) {
+	opt := &dpsgd.Options{Solve: func(ctx context.Context, spec accounting.Spec, steps int, b privacy.Budget) (float64, error) {
+		return solveSigma(ctx, spec, steps, b, cfg.SigmaTolerance)
+	}}
+	var cells []Cell
 	for _, name := range cfg.Samplers {
-		smp, spec, err := cfg.Build(name, cfg.Accountants[name], cfg.Seeds[0])
-		if err != nil {
+		method := cfg.Accountants[name]
+		if method == "" {
+			method = accounting.DefaultMethod(name)
+		}
+		if _, _, err := NewSampler(name, cfg.Accountants[name], cfg.Train.N, cfg.BatchSize, cfg.Seeds[0]); err != nil {
 			return nil, err
 		}
-		if err := CheckGuarantee(spec); err != nil {
-			return nil, err
-		}
-		steps := cfg.Engine.Epochs * smp.StepsPerEpoch()
 		for _, target := range cfg.Targets {
 			t0 := time.Now()
-			budget := privacy.Budget{Epsilon: target, Delta: cfg.Delta}
-			what := fmt.Sprintf("sampler %s with accountant %s, target (ε = %g, δ = %g) over %d epochs", name, spec.Method, target, cfg.Delta, cfg.Engine.Epochs)
-			sigma, err := safe(what, func() (float64, error) { return solveSigma(spec, steps, budget, cfg.SigmaTolerance) })
+			what := fmt.Sprintf("sampler %s with accountant %s, target (ε = %g, δ = %g) over %d epochs", name, method, target, cfg.Delta, cfg.Engine.Epochs)
+			priv, err := safe(what, func() (*dpsgd.Private, error) {
+				return cfg.plan(name, target, 0, cfg.Seeds[0]).Resolve(ctx, cfg.Train.N, cfg.Engine.Arch, opt)
+			})
 			if err != nil {
 				if errors.Is(err, privacy.ErrUnreachable) {
 					return nil, fmt.Errorf("bench: target ε = %g (δ = %g) unreachable for sampler %s (accountant %s) over %d epochs: no σ in [%g, %g] meets it: %w",
-						target, cfg.Delta, name, spec.Method, cfg.Engine.Epochs, accounting.SigmaMin, accounting.SigmaMax, err)
+						target, cfg.Delta, name, method, cfg.Engine.Epochs, accounting.SigmaMin, accounting.SigmaMax, err)
 				}
-				return nil, fmt.Errorf("bench: calibrating %s: %w", what, err)
+				return nil, planErr("calibrating "+what, err)
 			}
-			s := spec
-			s.Sigma = sigma
-			acc, err := s.New()
-			if err != nil {
-				return nil, fmt.Errorf("bench: %s: %w", what, err)
-			}
-			c := Cell{Sampler: name, Accountant: spec.Method, Adjacency: acc.Adjacency(), TargetEpsilon: target,
-				Delta: cfg.Delta, Sigma: sigma, CalibrationSeconds: time.Since(t0).Seconds()}
+			c := Cell{Sampler: name, Accountant: priv.Spec.Method, Adjacency: priv.Accountant.Adjacency(), TargetEpsilon: target,
+				Delta: cfg.Delta, Sigma: priv.Sigma, CalibrationSeconds: time.Since(t0).Seconds()}
 			prog.Calibrated(c)
-			plans = append(plans, cellPlan{cell: c, spec: s})
+			cells = append(cells, c)
 		}
 	}
-	return plans, nil
+	return cells, nil
 }
 
 // Samplers runs the comparison: calibrates σ for every cell (all before any training, so an
 // unreachable target fails at once), computes the privacy-only curves, then trains one run per
-// seed and cell with engine.Train under the cell's budget. The result is rounded (Round).
+// seed and cell through the front door (dpsgd.Private.Train) under the cell's budget. The
+// result is rounded (Round).
 func Samplers(ctx context.Context, cfg SamplersConfig, prog Progress) (*SamplersResult, error) {
 	start := time.Now()
 	if prog == nil {
@@ -373,11 +314,11 @@ func Samplers(ctx context.Context, cfg SamplersConfig, prog Progress) (*Samplers
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	plans, err := calibrate(&cfg, prog)
+	cells, err := calibrate(ctx, &cfg, prog)
 	if err != nil {
 		return nil, err
 	}
-	pc, err := PrivacyCurves(PrivacyConfig{Samplers: cfg.Samplers, Accountants: cfg.Accountants, Build: cfg.Build,
+	pc, err := PrivacyCurves(PrivacyConfig{Samplers: cfg.Samplers, Accountants: cfg.Accountants,
 		Sigma: cfg.PrivacySigma, Delta: cfg.Delta, Epochs: cfg.PrivacyEpochs, DatasetSize: cfg.Train.N, BatchSize: cfg.BatchSize})
 	if err != nil {
 		return nil, err
@@ -389,20 +330,20 @@ func Samplers(ctx context.Context, cfg SamplersConfig, prog Progress) (*Samplers
 		Delta: cfg.Delta, Targets: cfg.Targets, Seeds: cfg.Seeds, Samplers: cfg.Samplers, Quick: cfg.Quick,
 		Command: cfg.Command, Date: start.UTC().Format(time.RFC3339), Machine: Machine(), Privacy: *pc,
 	}
-	total := len(plans) * len(cfg.Seeds)
+	total := len(cells) * len(cfg.Seeds)
 	i := 0
-	for _, p := range plans {
+	for _, c := range cells {
 		var runs []Run
 		for _, seed := range cfg.Seeds {
 			i++
-			r, err := trainOne(ctx, &cfg, p, seed, i, total, prog)
+			r, err := trainOne(ctx, &cfg, c, seed, i, total, prog)
 			if err != nil {
 				return nil, err
 			}
 			runs = append(runs, r)
 		}
 		res.Runs = append(res.Runs, runs...)
-		res.Cells = append(res.Cells, aggregate(p.cell, runs))
+		res.Cells = append(res.Cells, aggregate(c, runs))
 	}
 	res.Seconds = time.Since(start).Seconds()
 	Round(res)
@@ -410,33 +351,24 @@ func Samplers(ctx context.Context, cfg SamplersConfig, prog Progress) (*Samplers
 }
 
 // trainOne trains the run of plan p with seed.
-func trainOne(ctx context.Context, cfg *SamplersConfig, p cellPlan, seed uint64, i, total int, prog Progress) (Run, error) {
-	c := p.cell
+func trainOne(ctx context.Context, cfg *SamplersConfig, c Cell, seed uint64, i, total int, prog Progress) (Run, error) {
 	r := Run{Sampler: c.Sampler, Accountant: c.Accountant, Adjacency: c.Adjacency, TargetEpsilon: c.TargetEpsilon,
 		Delta: c.Delta, Seed: seed, Sigma: c.Sigma}
-	smp, spec, err := cfg.Build(c.Sampler, cfg.Accountants[c.Sampler], seed)
+	// The cell's σ given and its target the budget: the run the calibration planned, with this
+	// seed's sampler.
+	priv, err := cfg.plan(c.Sampler, c.TargetEpsilon, c.Sigma, seed).Resolve(ctx, cfg.Train.N, cfg.Engine.Arch, nil)
 	if err != nil {
-		return r, err
-	}
-	spec.Sigma = c.Sigma
-	if spec != p.spec {
-		return r, fmt.Errorf("bench: sampler %s with seed %d has accountant %+v, calibrated for %+v: %w", c.Sampler, seed, spec, p.spec, ErrInvalid)
-	}
-	acc, err := spec.New()
-	if err != nil {
-		return r, fmt.Errorf("bench: sampler %s: %w", c.Sampler, err)
+		return r, planErr(fmt.Sprintf("sampler %s with seed %d", c.Sampler, seed), err)
 	}
 	ec := cfg.Engine
-	ec.Sigma, ec.Seed, ec.NonPrivate = c.Sigma, seed, false
 	ec.PhysicalBatch = min(max(ec.PhysicalBatch, 1), cfg.BatchSize)
-	pv := engine.Privacy{Accountant: acc, Delta: cfg.Delta, Budget: &privacy.Budget{Epsilon: c.TargetEpsilon, Delta: cfg.Delta}}
 	ep := prog.RunStart(i, total, r)
 	if ep == nil {
 		ep = engine.NopProgress{}
 	}
 	tm := &stepTimer{inner: ep}
 	what := fmt.Sprintf("training %s at ε = %g with seed %d", c.Sampler, c.TargetEpsilon, seed)
-	res, err := safe(what, func() (*engine.Result, error) { return engine.Train(ctx, ec, cfg.Train, cfg.Test, smp, pv, tm) })
+	res, err := safe(what, func() (*engine.Result, error) { return priv.Train(ctx, ec, cfg.Train, cfg.Test, tm) })
 	if err != nil {
 		return r, fmt.Errorf("bench: %s: %w", what, err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
-	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
@@ -255,21 +254,9 @@ func (f *benchSamplerFlags) config(ctx context.Context) (*bench.SamplersConfig, 
 	if err != nil {
 		return nil, err
 	}
-	params := arch.NumParams()
 	sigmaTol := 0.0 // accounting.SolveSigma's, as dpsgd train
 	if f.quick {
 		sigmaTol = 1e-2
-	}
-	batchSize := f.batch
-	// The samplers and accountants of dpsgd train (train.go's buildSampler), so that the
-	// comparison is exactly what `dpsgd train --sampler S` would run and claim.
-	build := func(name, method string, seed uint64) (sampler.Sampler, accounting.Spec, error) {
-		tf := &trainFlags{samplerName: name, accountant: method, batch: batchSize, seed: seed, noise: engine.NoiseGaussian}
-		rc := &runConfig{train: train}
-		if err := tf.buildSampler(rc, params); err != nil {
-			return nil, accounting.Spec{}, err
-		}
-		return rc.smp, rc.spec, nil
 	}
 	return &bench.SamplersConfig{
 		Dataset: f.dataset, Model: f.model, Train: train, Test: test, BatchSize: f.batch,
@@ -277,7 +264,7 @@ func (f *benchSamplerFlags) config(ctx context.Context) (*bench.SamplersConfig, 
 			Epochs: f.epochs, Clip: f.clip,
 			Optimizer: engine.OptimizerConfig{Name: p.optimizer, LR: f.lr, Momentum: p.momentum, WeightDecay: p.decay, Schedule: p.schedule, EMA: p.ema}},
 		Samplers: smps, Accountants: accs, Targets: tl, Delta: f.delta, Seeds: seedList,
-		PrivacyEpochs: f.privEpochs, PrivacySigma: f.sigma, Build: build, Quick: f.quick, SigmaTolerance: sigmaTol,
+		PrivacyEpochs: f.privEpochs, PrivacySigma: f.sigma, Quick: f.quick, SigmaTolerance: sigmaTol,
 	}, nil
 }
 
@@ -338,7 +325,7 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 	cfg.Command = "dpsgd bench samplers " + strings.Join(args, " ")
 	prog := &benchProgress{w: stderr, quiet: quiet, perEpoch: map[string]int{}, epochs: cfg.Engine.Epochs, start: time.Now()}
 	for _, s := range cfg.Samplers {
-		smp, _, err := cfg.Build(s, cfg.Accountants[s], 1)
+		smp, _, err := bench.NewSampler(s, cfg.Accountants[s], cfg.Train.N, cfg.BatchSize, 1)
 		if err != nil {
 			return benchErr(err)
 		}

@@ -277,7 +277,7 @@ func TestBenchSamplersBadInput(t *testing.T) {
 		want string
 	}{
 		{"unreachable target", []string{"--targets", "1e-6", "--samplers", "shuffle"}, "unreachable for sampler shuffle"},
-		{"accountant not a guarantee", []string{"--accountants", "shuffle=rdp", "--samplers", "shuffle"}, "--sampler shuffle"},
+		{"accountant not a guarantee", []string{"--accountants", "shuffle=rdp", "--samplers", "shuffle"}, "sampler shuffle is assumes poisson"},
 		{"accountant TV only", []string{"--accountants", "allocation=chisq", "--samplers", "allocation"}, "total variation"},
 		{"unknown sampler", []string{"--samplers", "shuffle,magic"}, "--samplers"},
 		{"zero target", []string{"--targets", "0,3"}, "--targets"},
@@ -329,7 +329,8 @@ func TestBenchSamplersBadInput(t *testing.T) {
 }
 
 // TestBenchSamplersMatchTrain: the samplers and accountants of the comparison are those of
-// dpsgd train (the cmd Builder), and the library's NewSampler agrees with them.
+// dpsgd train: the plan of `dpsgd train --sampler S` and bench.NewSampler give the same
+// sampler and accounting spec (both come from the front door, package dpsgd).
 func TestBenchSamplersMatchTrain(t *testing.T) {
 	f, err := parseBenchSamplerFlags([]string{"--quick", "--out", t.TempDir()}, &bytes.Buffer{})
 	if err != nil {
@@ -340,7 +341,8 @@ func TestBenchSamplersMatchTrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range bench.DefaultSamplers() {
-		smp, spec, err := cfg.Build(s, "", 7)
+		tf := &trainFlags{samplerName: s, batch: cfg.BatchSize, seed: 7}
+		smp, spec, err := tf.plan(0).NewSampler(cfg.Train.N)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
+	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
-	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
@@ -156,17 +157,11 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 type runConfig struct {
 	cfg         engine.Config
 	train, test *datasets.Dataset
-	smp         sampler.Sampler
-	pv          engine.Privacy
-	newAcc      func(sigma float64) (privacy.Accountant, error)
-	// solveSigma returns the noise multiplier whose accountant (newAcc) meets the budget
-	// after steps steps.
-	solveSigma  func(steps int, b privacy.Budget) (float64, error)
-	spec        accounting.Spec
-	sigmaSource string
+	priv        *dpsgd.Private     // the privacy side, resolved by the front door (package dpsgd)
+	run         *checkpoint.RunKey // the run's key: resumed, or new for a checkpointed secure run (ckptRun)
 }
 
-func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
+func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpoint) (*runConfig, error) {
 	switch f.dataset {
 	case "synthetic", "mnist", "adult":
 	default:
@@ -252,130 +247,68 @@ func (f *trainFlags) resolve(ctx context.Context) (*runConfig, error) {
 	rc := &runConfig{train: train, test: test}
 	rc.cfg = engine.Config{
 		Arch: arch, Dtype: dt, PhysicalBatch: min(f.physBatch, f.batch), Replicas: f.replicas,
-		Epochs: f.epochs, Clip: f.clip, Sigma: f.sigma, NonPrivate: f.nonPrivate, Seed: f.seed,
-		Noise: f.noise,
 		Optimizer: engine.OptimizerConfig{
 			Name: f.optimizer, LR: f.lr, Momentum: f.momentum, WeightDecay: f.decay,
 			Schedule: f.schedule, EMA: f.ema,
 		},
 	}
-	if err := f.buildSampler(rc, arch.NumParams()); err != nil {
-		return nil, err
+	// What is not privacy is checked first: a checkpointed secure run makes its entry in the
+	// key store while the plan resolves (ckptSamplerKey), which only a run that starts should.
+	pre := rc.cfg
+	pre.Epochs, pre.NonPrivate = f.epochs, true
+	if err := pre.Validate(); err != nil {
+		return nil, usageError{err}
 	}
-	if f.nonPrivate {
-		rc.cfg.Sigma = 0
-		return rc, validateConfig(rc)
-	}
-	if f.noise == engine.NoiseBall {
-		return rc, f.resolveBall(rc)
-	}
-	// σ: given, or calibrated so that the planned epochs spend exactly the budget.
+	// Without --target-epsilon and --sigma, σ is calibrated to the preset's budget.
 	target := f.targetEps
-	if !f.set["target-epsilon"] && !f.set["sigma"] {
+	if f.noise == engine.NoiseGaussian && !f.set["target-epsilon"] && !f.set["sigma"] {
 		target = p.targetEps
 	}
-	steps := f.epochs * rc.smp.StepsPerEpoch()
-	if f.secure {
-		// The secure sampler's output is near, not equal to, the ideal Gaussian's: account for
-		// the difference.
-		rc.newAcc, rc.solveSigma = engine.SecureAccounting(rc.cfg, rc.newAcc, rc.solveSigma)
+	plan := f.plan(target)
+	opt := &dpsgd.Options{
+		Solve: func(_ context.Context, spec accounting.Spec, steps int, b privacy.Budget) (float64, error) {
+			return f.calibration.solve(spec, steps, b)
+		},
+		SamplerKey: f.ckptSamplerKey(rc, resumeFrom),
 	}
-	if !f.set["sigma"] {
-		budget := privacy.Budget{Epsilon: target, Delta: f.delta}
-		sigma, err := rc.solveSigma(steps, budget)
-		if errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("calibrating σ: %w", err) // interrupted: exit 130, not a usage error
-		}
-		if err != nil {
-			return nil, usagef("--target-epsilon %v over %d epochs: %v", target, f.epochs, err)
-		}
-		rc.cfg.Sigma = sigma
-		rc.sigmaSource = fmt.Sprintf("calibrated to ε = %g over %d epochs", target, f.epochs)
-	} else {
-		rc.sigmaSource = "given"
-		if f.fromCheckpoint["sigma"] {
-			rc.sigmaSource = "from the checkpoint"
-		}
+	if rc.priv, err = plan.Resolve(ctx, train.N, arch, opt); err != nil {
+		return nil, planUsage(err)
 	}
-	acc, err := rc.newAcc(rc.cfg.Sigma)
-	if err != nil {
-		return nil, usagef("%v", err)
+	if rc.priv.SigmaSource == "given" && f.fromCheckpoint["sigma"] {
+		rc.priv.SigmaSource = "from the checkpoint"
 	}
-	rc.pv = engine.Privacy{Accountant: acc, Delta: f.delta}
-	if target > 0 {
-		rc.pv.Budget = &privacy.Budget{Epsilon: target, Delta: f.delta}
-	}
-	rc.spec.Sigma = rc.cfg.Sigma
-	if rc.pv.Ledger, err = accounting.NewLedger(rc.spec, f.delta, rc.pv.Budget); err != nil {
-		return nil, usagef("%v", err)
-	}
+	rc.priv.Apply(&rc.cfg)
 	return rc, validateConfig(rc)
 }
 
-func (f *trainFlags) buildSampler(rc *runConfig, params int) error {
-	n := rc.train.N
-	var err error
-	// The command derives q = B/N (and the steps per epoch) from the dataset size and prints
-	// them, so N is public: the guarantee is stated for zero-out adjacency (PublicSize).
-	spec := accounting.Spec{Sampler: f.samplerName, PublicSize: true}
-	switch f.samplerName {
-	case "shuffle":
-		rc.smp, err = sampler.NewShuffle(n, f.batch, f.seed)
-	case "allocation":
-		m := sampler.AllocationSteps(n, f.batch)
-		rc.smp, err = sampler.NewAllocation(n, m, f.seed)
-	case "poisson":
-		q := float64(f.batch) / float64(n)
-		rc.smp, err = sampler.NewPoisson(n, q, f.seed)
-		spec.SampleRate = q
-	case "poisson-truncated":
-		q := float64(f.batch) / float64(n)
-		maxB := f.maxBatch
-		if maxB == 0 {
-			maxB = sampler.DefaultMaxBatch(n, q)
-		}
-		if maxB < 1 {
-			return usagef("--max-batch %d: want ≥ 1", maxB)
-		}
-		rc.smp, err = sampler.NewTruncatedPoisson(n, q, maxB, f.seed)
-		spec.SampleRate, spec.DatasetSize, spec.MaxBatch = q, n, maxB
-	default:
-		return usagef("--sampler %q: want shuffle, poisson, poisson-truncated or allocation", f.samplerName)
+// plan is the privacy plan of the flags, with target the budget ε (0: none).
+func (f *trainFlags) plan(target float64) dpsgd.Plan {
+	return dpsgd.Plan{
+		Sampler: dpsgd.Sampler(f.samplerName), BatchSize: f.batch, MaxBatch: f.maxBatch, Epochs: f.epochs,
+		Clip: f.clip, Sigma: f.sigma, TargetEpsilon: target, Delta: f.delta, Accountant: f.accountant,
+		Noise: f.noise, Radius: f.radius, Secure: f.secure, Seed: f.seed, NonPrivate: f.nonPrivate,
 	}
-	if err != nil {
-		return usagef("--sampler %s: %v", f.samplerName, err)
+}
+
+// planFlags names the flag of each field of dpsgd.Plan, for usage errors.
+var planFlags = map[string]string{
+	"Sampler": "--sampler", "BatchSize": "--batch-size", "MaxBatch": "--max-batch", "Epochs": "--epochs",
+	"Clip": "--clip", "Sigma": "--sigma", "TargetEpsilon": "--target-epsilon", "Delta": "--delta",
+	"Accountant": "--accountant", "Noise": "--noise", "Radius": "--radius", "Secure": "--secure",
+	"Seed": "--seed", "NonPrivate": "--non-private",
+}
+
+// planUsage makes the front door's refusal of a plan a usage error (exit 2) naming the flag;
+// other errors (a calibration stopped by Ctrl-C: exit 130) pass unchanged.
+func planUsage(err error) error {
+	var fe *dpsgd.FieldError
+	if errors.As(err, &fe) && planFlags[fe.Field] != "" {
+		return usagef("%s %s", planFlags[fe.Field], fe.Reason)
 	}
-	if spec.Sampler == "shuffle" || spec.Sampler == "allocation" {
-		spec.Rounds = rc.smp.StepsPerEpoch()
-		spec.SampleRate = 1 / float64(spec.Rounds)
+	if errors.Is(err, dpsgd.ErrInvalid) {
+		return usageError{err}
 	}
-	if f.noise == engine.NoiseBall && !f.nonPrivate {
-		return f.ballSpec(rc, spec, params)
-	}
-	spec.Method = f.accountant
-	if spec.Method == "" {
-		spec.Method = accounting.DefaultMethod(spec.Sampler)
-	}
-	kind, err := spec.Kind()
-	if err != nil {
-		return usagef("--accountant %q: not available for --sampler %s; want one of %s", f.accountant, f.samplerName, strings.Join(accounting.Methods(f.samplerName), ", "))
-	}
-	if spec.Method == accounting.MethodChiSquare || spec.Method == accounting.MethodBerryEsseen {
-		return usagef("--accountant %s certifies only a total variation; training reports (ε, δ): use exact, rdp or deterministic", spec.Method)
-	}
-	if kind != accounting.KindGuarantee {
-		return usagef("--accountant %s for --sampler %s is %s, not a guarantee; training needs a guarantee (see dpsgd account to compare)", spec.Method, f.samplerName, kind)
-	}
-	rc.spec = spec
-	rc.newAcc = func(s float64) (privacy.Accountant, error) {
-		sp := spec
-		sp.Sigma = s
-		return sp.New()
-	}
-	rc.solveSigma = func(steps int, b privacy.Budget) (float64, error) {
-		return f.calibration.solve(spec, steps, b)
-	}
-	return nil
+	return err
 }
 
 // orPreset sets *dst to the preset value v unless the flag was given.
@@ -536,7 +469,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !f.quiet {
 		f.calibration.w = stderr
 	}
-	rc, err := f.resolve(ctx)
+	rc, err := f.resolve(ctx, resumeFrom)
 	if err != nil {
 		return err
 	}
@@ -552,20 +485,20 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !f.quiet {
 		if resumeFrom != nil {
 			fmt.Fprintf(stderr, "dpsgd: resuming %s from step %d (epoch %d, step %d of %d)\n", f.resume, resumeFrom.State.Step,
-				resumeFrom.State.Epoch+1, resumeFrom.State.StepInEpoch+1, rc.smp.StepsPerEpoch())
+				resumeFrom.State.Epoch+1, resumeFrom.State.StepInEpoch+1, rc.priv.Sampler.StepsPerEpoch())
 		}
 		if rc.cfg.NonPrivate {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s, NON-PRIVATE baseline, %d epochs\n", f.model, archString(rc.cfg.Arch), f.dataset, f.epochs)
 		} else if rc.cfg.Noise == engine.NoiseBall {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s (%d examples), sampler %s, batch %d, ball noise in %d dimensions of radius %.4g (%s), C = %g, %d epochs\n",
-				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Arch.NumParams(), rc.cfg.Radius, rc.sigmaSource, rc.cfg.Clip, f.epochs)
+				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.priv.Sampler.Name(), f.batch, rc.cfg.Arch.NumParams(), rc.cfg.Radius, rc.priv.SigmaSource, rc.cfg.Clip, f.epochs)
 		} else {
 			fmt.Fprintf(stderr, "dpsgd: %s %s on %s (%d examples), sampler %s, batch %d, σ = %.4g (%s), C = %g, %d epochs\n",
-				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.smp.Name(), f.batch, rc.cfg.Sigma, rc.sigmaSource, rc.cfg.Clip, f.epochs)
+				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.priv.Sampler.Name(), f.batch, rc.cfg.Sigma, rc.priv.SigmaSource, rc.cfg.Clip, f.epochs)
 		}
 	}
-	prog := newProgress(stderr, f.quiet, f.privateStats, rc.smp.StepsPerEpoch(), rc.cfg.Epochs)
-	res, trainErr := engine.Train(ctx, rc.cfg, rc.train, rc.test, rc.smp, rc.pv, prog)
+	prog := newProgress(stderr, f.quiet, f.privateStats, rc.priv.Sampler.StepsPerEpoch(), rc.cfg.Epochs)
+	res, trainErr := rc.priv.Train(ctx, rc.cfg, rc.train, rc.test, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
 	// A run that took steps reports what it spent, however it ended (an error after some steps
 	// included): the report goes out, then the error decides the exit code.
@@ -575,9 +508,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out := trainJSON{
 		TestAccuracy: res.TestAccuracy, Delta: f.delta, EpochsRun: res.EpochsRun, Steps: res.Steps,
 		StoppedByBudget: res.StoppedByBudget, ExamplesPerSecond: res.ExamplesPerSecond,
-		Sampler: rc.smp.Name(), Accountant: "none", Dataset: f.dataset, Model: f.model,
-		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.sigmaSource, Clip: rc.cfg.Clip,
-		BatchSize: f.batch, SampleRate: rc.smp.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
+		Sampler: rc.priv.Sampler.Name(), Accountant: "none", Dataset: f.dataset, Model: f.model,
+		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.priv.SigmaSource, Clip: rc.cfg.Clip,
+		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
@@ -586,45 +519,32 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Throughput from the public expected batch size: the realized batch sizes are part of
 	// the sampler's secret randomness (they say how many records a step held).
 	if res.Seconds > 0 {
-		out.ExamplesPerSecond = float64(res.Steps-max(res.ResumedFromStep, 0)) * rc.smp.ExpectedBatchSize() / res.Seconds
+		out.ExamplesPerSecond = float64(res.Steps-max(res.ResumedFromStep, 0)) * rc.priv.Sampler.ExpectedBatchSize() / res.Seconds
 	}
 	ckptFillJSON(&out, f, rc, res)
-	if rc.pv.Budget != nil {
-		t := rc.pv.Budget.Epsilon
+	if rc.priv.Budget != nil {
+		t := rc.priv.Budget.Epsilon
 		out.TargetEpsilon = &t
 	}
-	if rc.cfg.NonPrivate {
-		out.Guarantee = "none: non-private baseline"
-	} else {
+	// The guarantee sentence, as the front door states it; a NaN ε is an error, never ε = 0.
+	if out.Guarantee, err = rc.priv.Guarantee(res); err != nil {
+		return errors.Join(trainErr, err)
+	}
+	if !rc.cfg.NonPrivate {
 		eps := res.Epsilon
-		if math.IsNaN(eps) {
-			// The engine sets ε on every exit path; NaN means the accountant failed, and a
-			// failed accountant is never reported as ε = 0.
-			return errors.Join(trainErr, fmt.Errorf("privacy: no ε for the %d steps taken (the accountant %s failed); the run's guarantee is unknown", res.Steps, rc.pv.Accountant.Name()))
-		}
 		out.Epsilon = &eps
 		out.EpsilonSteps = res.EpsilonSteps
-		out.Accountant = rc.pv.Accountant.Name()
-		out.Adjacency = rc.pv.Accountant.Adjacency()
-		out.Ledger = rc.pv.Ledger
-		adjacency := adjacencyText(rc.pv.Accountant, rc.train.N)
-		out.Guarantee = fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s, proven for the %s sampler by the %s accountant",
-			eps, f.delta, res.Steps, adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name())
-		if res.EpsilonSteps > res.Steps {
-			out.Guarantee += fmt.Sprintf(" (ε covers %d steps: the run stopped inside an epoch, which was charged whole before its first step)", res.EpsilonSteps)
-		}
+		out.Accountant = rc.priv.Accountant.Name()
+		out.Adjacency = rc.priv.Accountant.Adjacency()
+		out.Ledger = rc.priv.Ledger
 		if rc.cfg.Noise == engine.NoiseBall {
-			// δ of the charged steps, as ε above: a stopped run's epoch in progress counts.
-			spent, err := rc.pv.Accountant.Delta(max(res.EpsilonSteps, res.Steps), 0)
+			spent, err := rc.priv.DeltaSpent(res)
 			if err != nil {
-				return fmt.Errorf("ball noise: total δ after %d steps: %w", res.Steps, err)
+				return errors.Join(trainErr, err)
 			}
 			r := rc.cfg.Radius
 			out.Radius, out.DeltaSpent = &r, &spent
-			out.Guarantee = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s, proven for the %s sampler by the %s accountant (budget δ = %g)",
-				spent, spent, spent, res.Steps, adjacency, rc.pv.Accountant.Sampler(), rc.pv.Accountant.Name(), f.delta)
 		}
-		out.Guarantee += f.guaranteeScope()
 	}
 	if !f.quiet || !f.jsonOut {
 		printSummary(stdout, out, res, f.privateStats)

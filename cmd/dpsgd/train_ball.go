@@ -1,13 +1,8 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/kernels"
-	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/accounting"
-	"github.com/dpsgd/dpsgd/privacy/ball"
 )
 
 // checkNoise validates --noise and the flags that belong to one mechanism only.
@@ -32,64 +27,4 @@ func (f *trainFlags) checkNoise() error {
 		return usagef("--noise %q: want gaussian or ball", f.noise)
 	}
 	return nil
-}
-
-// ballSpec is buildSampler's ball branch: the accountant of Tholeti's mechanism for the
-// sampler's geometry spec, with d the number of parameters and Δ the sensitivity of the
-// clipped sum under the sampler's adjacency.
-func (f *trainFlags) ballSpec(rc *runConfig, spec accounting.Spec, params int) error {
-	if f.set["accountant"] && f.accountant != accounting.MethodBallTV {
-		return usagef("--accountant %q: --noise ball has one accountant, %s", f.accountant, accounting.MethodBallTV)
-	}
-	dist, err := ball.DistanceFor(spec.Sampler, f.clip)
-	if err != nil {
-		return usagef("--noise ball with --sampler %s: want one of %v", f.samplerName, accounting.SamplersFor(accounting.MechanismBall))
-	}
-	spec.Mechanism, spec.Method = accounting.MechanismBall, accounting.MethodBallTV
-	spec.Dim, spec.Distance = params, dist
-	spec.DatasetSize, spec.MaxBatch = 0, 0
-	probe := spec
-	probe.Radius = 1
-	if err := probe.Validate(); err != nil {
-		return usagef("--noise ball with --sampler %s: %v", f.samplerName, err)
-	}
-	rc.spec = spec
-	rc.newAcc = func(r float64) (privacy.Accountant, error) {
-		sp := spec
-		sp.Radius = r
-		return sp.New()
-	}
-	return nil
-}
-
-// resolveBall sets the radius (given, or calibrated to spend --delta over the planned epochs)
-// and the accounting of a ball-noise run. The budget is (0, --delta): the run stops before an
-// epoch that would take the total δ above it.
-func (f *trainFlags) resolveBall(rc *runConfig) error {
-	budget := privacy.Budget{Epsilon: 0, Delta: f.delta}
-	steps := f.epochs * rc.smp.StepsPerEpoch()
-	r := f.radius * f.clip
-	if f.set["radius"] {
-		rc.sigmaSource = "radius given"
-	} else {
-		var err error
-		if r, err = accounting.SolveRadius(rc.spec, steps, budget); err != nil {
-			return usagef("--delta %v over %d epochs with --noise ball: %v", f.delta, f.epochs, err)
-		}
-		rc.sigmaSource = fmt.Sprintf("radius calibrated to a total δ = %g over %d epochs", f.delta, f.epochs)
-	}
-	if !(r > 0 && r <= kernels.MaxBallRadius) {
-		return usagef("--noise ball: radius r·C = %v (%s) out of range (0, %g]", r, rc.sigmaSource, kernels.MaxBallRadius)
-	}
-	rc.cfg.Radius, rc.cfg.Sigma = r, 0
-	acc, err := rc.newAcc(r)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	rc.pv = engine.Privacy{Accountant: acc, Delta: f.delta, Budget: &budget}
-	rc.spec.Radius = r
-	if rc.pv.Ledger, err = accounting.NewLedger(rc.spec, f.delta, rc.pv.Budget); err != nil {
-		return usagef("%v", err)
-	}
-	return validateConfig(rc)
 }

@@ -146,8 +146,8 @@ func (f *trainFlags) ckptMeta(rc *runConfig) map[string]string {
 	if rc.cfg.NonPrivate {
 		return meta
 	}
-	if rc.pv.Budget != nil && rc.cfg.Noise != engine.NoiseBall {
-		meta["target-epsilon"] = strconv.FormatFloat(rc.pv.Budget.Epsilon, 'g', -1, 64)
+	if rc.priv.Budget != nil && rc.cfg.Noise != engine.NoiseBall {
+		meta["target-epsilon"] = strconv.FormatFloat(rc.priv.Budget.Epsilon, 'g', -1, 64)
 	}
 	if rc.cfg.Noise == engine.NoiseBall {
 		meta["radius"] = strconv.FormatFloat(ckptRadiusFlag(rc.cfg.Radius, rc.cfg.Clip), 'g', -1, 64)
@@ -169,53 +169,62 @@ func ckptRadiusFlag(radius, clip float64) float64 {
 	return r
 }
 
-// ckptWire sets the run's checkpoint options and, with --secure, the secure noise and the
-// secure sampler. A checkpointed secure run's sampler key is derived from its run key
+// ckptRun returns the run key of this invocation: the resumed run's, a new one in the key
+// store for a secure run that writes checkpoints, or nil.
+func (f *trainFlags) ckptRun(resumeFrom *checkpoint.Checkpoint) (*checkpoint.RunKey, error) {
+	if resumeFrom != nil {
+		return f.ckptRunKey(resumeFrom)
+	}
+	if !f.secure || f.checkpoint == "" {
+		return nil, nil
+	}
+	store, err := checkpoint.OpenKeyStore(f.keyDir())
+	if err != nil {
+		return nil, usagef("--key-dir: %v", err)
+	}
+	if store.Holds(f.checkpoint) {
+		return nil, usagef("--checkpoint %s is inside the key store %s: whoever gets the one would get the other; keep the key store elsewhere (--key-dir)", f.checkpoint, store.Dir())
+	}
+	return store.NewRun()
+}
+
+// ckptSamplerKey returns the secure sampler's key source (dpsgd.Options.SamplerKey). A
+// checkpointed secure run's sampler key is derived from its run key
 // (checkpoint.RunKey.SamplerKey: a new run in the key store, or the resumed one's), so it is
-// stored nowhere; a secure run without checkpoints draws one from the operating system.
-func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) error {
-	var run *checkpoint.RunKey
-	var err error
-	if resumeFrom != nil {
-		if run, err = f.ckptRunKey(resumeFrom); err != nil {
-			return err
-		}
-	} else if f.secure && f.checkpoint != "" {
-		store, err := checkpoint.OpenKeyStore(f.keyDir())
+// stored nowhere; a secure run without checkpoints draws one from the operating system. The
+// front door calls it once the rest of the plan is resolved, so a new run enters the key
+// store only when it starts; the run key goes to rc.run.
+func (f *trainFlags) ckptSamplerKey(rc *runConfig, resumeFrom *checkpoint.Checkpoint) func() ([32]byte, error) {
+	return func() ([32]byte, error) {
+		run, err := f.ckptRun(resumeFrom)
 		if err != nil {
-			return usagef("--key-dir: %v", err)
+			return [32]byte{}, err
 		}
-		if store.Holds(f.checkpoint) {
-			return usagef("--checkpoint %s is inside the key store %s: whoever gets the one would get the other; keep the key store elsewhere (--key-dir)", f.checkpoint, store.Dir())
+		if rc.run = run; run == nil {
+			return sampler.NewSecureKey()
 		}
-		if run, err = store.NewRun(); err != nil {
-			return err
-		}
+		return run.SamplerKey(), nil
 	}
-	if f.secure {
-		var key [32]byte
-		if run != nil {
-			key = run.SamplerKey()
-		} else if key, err = sampler.NewSecureKey(); err != nil {
+}
+
+// ckptWire sets the run's checkpoint options (the secure sampler is the front door's, keyed
+// by ckptSamplerKey).
+func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) error {
+	if rc.run == nil {
+		var err error
+		if rc.run, err = f.ckptRun(resumeFrom); err != nil {
 			return err
-		}
-		if rc.smp, err = sampler.Secure(rc.smp, key); err != nil {
-			return usagef("--secure --sampler %s: %v", f.samplerName, err)
-		}
-		rc.cfg.Secure = true
-		if err := rc.cfg.Validate(); err != nil {
-			return usagef("--secure: %v", err)
 		}
 	}
 	if resumeFrom != nil {
-		m := rc.smp.StepsPerEpoch()
+		m := rc.priv.Sampler.StepsPerEpoch()
 		if resumeFrom.State.Step > f.epochs*m {
 			return usagef("--epochs %d: the checkpoint %s is at step %d (epoch %d of %d steps); want a total of at least %d epochs",
 				f.epochs, f.resume, resumeFrom.State.Step, resumeFrom.State.Epoch+1, m, (resumeFrom.State.Step+m-1)/m)
 		}
 	}
 	rc.cfg.Checkpoint = engine.CheckpointOptions{Path: f.checkpoint, Every: f.checkpointEvery, Resume: resumeFrom,
-		SamplerSeed: f.seed, Meta: f.ckptMeta(rc), KeyDir: f.keyDir(), Run: run}
+		SamplerSeed: f.seed, Meta: f.ckptMeta(rc), KeyDir: f.keyDir(), Run: rc.run}
 	return nil
 }
 

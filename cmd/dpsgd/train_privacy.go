@@ -55,22 +55,6 @@ func (f *trainFlags) seedSourceText() string {
 	return "drawn from the operating system; --seed reproduces the run"
 }
 
-// adjacencyText names the guarantee's neighbouring relation for the guarantee sentence.
-func adjacencyText(acc privacy.Accountant, n int) string {
-	if acc.Adjacency() == privacy.AdjacencyZeroOut {
-		return fmt.Sprintf("zero-out adjacency (one record replaced by a ghost whose gradient is zero; the dataset size N = %d is public)", n)
-	}
-	return acc.Adjacency() + " adjacency"
-}
-
-// guaranteeScope completes the guarantee sentence with who can regenerate the noise.
-func (f *trainFlags) guaranteeScope() string {
-	if f.secure {
-		return "; noise and batches from the operating system's secure generator"
-	}
-	return fmt.Sprintf("; the noise and batches are pseudorandom from seed %d, so the guarantee holds only while the seed is secret (anyone who knows it can regenerate the noise): a research run, use --secure for a release", f.seed)
-}
-
 // epochJSON is one epoch in the --json history. The fields computed from the training data
 // without privacy (pointers) appear only with --private-stats.
 type epochJSON struct {
