@@ -5,8 +5,9 @@
 //   - datasets imports none of engine, privacy;
 //   - cuda imports none of engine, datasets, and no Go package of kernels (the device layer is a
 //     leaf; PTX should come in as bytes);
-//   - engine imports nothing of cmd, bench, audit, federated, ageaware (the studies and the
-//     command sit on top of the engine, never under it);
+//   - engine imports nothing of cmd, bench, audit, federated, ageaware, nor the front door (the
+//     module's root package dpsgd, "." here): the studies, the command and the front door sit
+//     on top of the engine, never under it;
 //   - nothing imports cmd.
 //
 // Each rule covers the whole subtree of the packages it names (privacy/pld is privacy,
