@@ -109,7 +109,9 @@ func (a *PoissonAccountant) composed(steps int) (*[2]*PMF, error) {
 	for (lmax-lmin)/interval > maxSingleLen {
 		interval *= 2
 	}
-	var lastErr error
+	// The loss range alone can push the interval past 1 (a tiny σ): then no grid is tried, and
+	// the refusal is still a too-large grid.
+	lastErr := fmt.Errorf("%w: the privacy-loss range [%g, %g] needs an interval above 1", ErrGridTooLarge, lmin, lmax)
 	for ; interval <= 1; interval *= 2 {
 		c, err := a.composeAt(steps, interval)
 		if errors.Is(err, ErrGridTooLarge) {
