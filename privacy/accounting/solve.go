@@ -501,29 +501,14 @@ func (s *sigmaSearch) eval(sigma float64) probeResult {
 	} else {
 		acc, err = sp.New()
 	}
-	switch {
-	case errors.Is(err, privacy.ErrOutOfRegime):
-		r.miss = err
-		return r
-	case tooSmall(err):
-		r.bad = err
-		return r
-	case err != nil:
-		r.err = err
+	if r.classify(err, false) {
 		return r
 	}
 	d, err := acc.Delta(s.steps, s.target.Epsilon)
-	switch {
-	case errors.Is(err, privacy.ErrOutOfRegime) || errors.Is(err, privacy.ErrUnreachable):
-		r.miss = err
+	if r.classify(err, true) {
 		return r
-	case tooSmall(err):
-		r.bad = err
-		return r
-	case err != nil:
-		r.err = err
-		return r
-	case math.IsNaN(d) || math.IsInf(d, 0):
+	}
+	if math.IsNaN(d) || math.IsInf(d, 0) {
 		r.bad = fmt.Errorf("δ = %g at ε = %g is not finite", d, s.target.Epsilon)
 		return r
 	}
@@ -532,6 +517,23 @@ func (s *sigmaSearch) eval(sigma float64) probeResult {
 		r.eps = reportEps(acc, s.steps, s.target)
 	}
 	return r
+}
+
+// classify records err, when not nil, as a miss (σ outside a bound's regime, or, from the
+// accountant's answer, a target it says is unreachable there), a σ too small to evaluate, or a
+// genuine error, and reports whether there was one.
+func (r *probeResult) classify(err error, answered bool) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, privacy.ErrOutOfRegime) || answered && errors.Is(err, privacy.ErrUnreachable):
+		r.miss = err
+	case tooSmall(err):
+		r.bad = err
+	default:
+		r.err = err
+	}
+	return true
 }
 
 // tooSmall says whether an accountant's error means that σ is too small for
