@@ -11,40 +11,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
+	"github.com/dpsgd/dpsgd/internal/testkeys"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
 
-// The package's tests write checkpoints, whose run keys go to the key store: unless the
-// environment names one, it is a directory of the system's temporary directory shared by the
-// test binaries of this user (each run has its own random id), never the user's state
-// directory; each test binary removes the runs left there more than an hour ago. (The tests
-// that look at the store use their own.)
-func init() {
-	if os.Getenv(checkpoint.KeyDirEnv) != "" {
-		return
-	}
-	dir := filepath.Join(os.TempDir(), "dpsgd-test-keys-"+strconv.Itoa(os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Setenv(checkpoint.KeyDirEnv, dir)
-}
+// The package's tests write checkpoints: their run keys go to a temporary key store.
+func init() { testkeys.Use() }
 
 // ckptCase is one configuration of the resume tests.
 type ckptCase struct {
