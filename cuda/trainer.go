@@ -286,7 +286,7 @@ func (t *Trainer) Close() error {
 	return first
 }
 
-// Step performs one logical DP-SGD step (docs/architecture.md steps 2–7) on the examples idx (indices
+// Step performs one logical DP-SGD step (docs/design.md steps 2–7) on the examples idx (indices
 // into the training set, in the sampler's order): physical batches of PhysicalBatch rows
 // (the last one padded and masked), per-example errors by the forward and backward passes,
 // ghost norms, clip coefficients, clipped sums by GEMM, noise keyed by (NoiseSeed, step,

@@ -119,7 +119,7 @@ func (g *gpu) close() {
 	_ = g.dev.Close()
 }
 
-// stepGPU is step on the device: the trainer runs steps 2–7 of docs/architecture.md (the same noise keys,
+// stepGPU is step on the device: the trainer runs steps 2–7 of docs/design.md (the same noise keys,
 // (the run's noise key, step, tensor), and the same division by the expected batch size); the host
 // keeps the schedule, the moving average and the guards.
 func (r *run[T]) stepGPU(idx []int, step, total int, expectedBatch float64) (StepStats, error) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Learner runs single DP-SGD steps on batches that the caller chooses, with a noise multiplier,
-// a noise stream and a learning rate given per call. It is the engine's step (docs/architecture.md, steps
+// a noise stream and a learning rate given per call. It is the engine's step (docs/design.md, steps
 // 2–7: per-example clipping with ghost norms, the clipped sum, Gaussian noise of std σ·C on the
 // sum from the counter-based stream kernels.AddGaussian, normalization by the expected batch
 // size, the optimizer) without a sampler, an epoch loop or an accountant: the caller does the

@@ -109,7 +109,7 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 }
 
 // physical runs one physical batch through the graph and adds its clipped per-example
-// gradients into r.grads (docs/architecture.md steps 2–5).
+// gradients into r.grads (docs/design.md steps 2–5).
 func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, clip float64) error {
 	r.fill(ds, rows, mask)
 	if err := r.net.Run(r.x, r.y); err != nil {

@@ -2,7 +2,7 @@
 // sampler, forms per-example clipped gradient sums without materializing dense per-example
 // gradients, adds Gaussian noise from a counter-based stream, normalizes by the expected batch
 // size, updates the parameters, and asks the accountant of the sampler in use, before every
-// epoch, whether the epoch still fits the privacy budget (docs/architecture.md, "One step").
+// epoch, whether the epoch still fits the privacy budget (docs/design.md, "One step").
 //
 // Reliability: Train writes checkpoints (package engine/checkpoint) atomically every
 // CheckpointOptions.Every steps, before the first step and when the run ends or stops, and
@@ -340,7 +340,7 @@ func (r *run[T]) build() error {
 	return nil
 }
 
-// step performs one logical DP-SGD step on the batch idx (docs/architecture.md steps 2–7).
+// step performs one logical DP-SGD step on the batch idx (docs/design.md steps 2–7).
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
 	if r.gpu != nil {
 		return r.stepGPU(idx, step, total, expectedBatch)
@@ -376,7 +376,7 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 }
 
 // clippedSum computes the batch idx's clipped per-example gradient sum into r.grads
-// (docs/architecture.md steps 2–5); a non-private run does not clip.
+// (docs/design.md steps 2–5); a non-private run does not clip.
 func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
 	clip := r.cfg.Clip
 	if r.cfg.NonPrivate {
@@ -387,7 +387,7 @@ func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) 
 
 // update divides the noisy sum in r.grads by the expected (public) batch size, never the
 // realized one, checks that it is finite, and takes an optimizer step at rate lr
-// (docs/architecture.md step 7).
+// (docs/design.md step 7).
 func (r *run[T]) update(expectedBatch, lr float64) error {
 	inv := T(1 / expectedBatch)
 	for _, g := range r.grads {

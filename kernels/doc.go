@@ -3,7 +3,7 @@
 // by one GEMM per dense layer, and Gaussian noise from a counter-based
 // generator (Philox4x32-10) whose stream the CUDA backend reproduces.
 //
-// In the notation of docs/architecture.md ("One step", steps 3–6), a
+// In the notation of docs/design.md ("One step", steps 3–6), a
 // dense layer with input activations A (b×d, row i is aᵢ) and per-example
 // errors at its pre-activation E (b×h, row i is eᵢ) has per-example gradient
 // gᵢ = aᵢ⊗eᵢ for the weights and eᵢ for the bias, so

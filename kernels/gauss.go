@@ -93,7 +93,7 @@ func (k NoiseKey) Normal(i uint64) float64 {
 
 // AddGaussian adds std·z_k to dst[k], where z_k is the k-th standard normal of
 // the stream key: the Gaussian mechanism's noise N(0, std²) per coordinate
-// (docs/architecture.md step 6: noise N(0, σ²C²I) per step, so std = σ·C). Each
+// (docs/design.md step 6: noise N(0, σ²C²I) per step, so std = σ·C). Each
 // element is T(FMA(std, z_k, float64(dst[k]))): one float64 rounding, then one
 // to T. Long slices are split over goroutines; the result does not depend on
 // the split. std must be finite (a negative std gives the same distribution);

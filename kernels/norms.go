@@ -26,7 +26,7 @@ func checkDims(rows, cols int) {
 //	dst[i] = Σⱼ a[i·cols+j]²,  i < rows,
 //
 // accumulating in float64 (SqNorm). These are the ‖aᵢ‖² and ‖eᵢ‖² of the ghost-norm identity
-// ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (docs/architecture.md step 3). A row holding NaN or ±Inf gives a non-finite
+// ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²·‖eᵢ‖² (docs/design.md step 3). A row holding NaN or ±Inf gives a non-finite
 // entry, which ClipCoefs zeroes. Each row's value depends on that row's elements only, never on
 // where the row sits in memory, so an example's norm does not change with its position in the
 // batch.
@@ -107,7 +107,7 @@ func tinySqNorm(x []float64) float64 {
 // where asq[i] = ‖aᵢ‖² (input activations) and esq[i] = ‖eᵢ‖² (errors at the
 // pre-activation), both from RowSqNorms. The weight gradient of example i is
 // aᵢ⊗eᵢ with ‖aᵢ⊗eᵢ‖² = ‖aᵢ‖²‖eᵢ‖², and the bias gradient is eᵢ
-// (docs/architecture.md step 3, Li et al. 2022 "ghost clipping"). The three slices have
+// (docs/design.md step 3, Li et al. 2022 "ghost clipping"). The three slices have
 // the same length; a shorter asq or esq panics.
 func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 	n := len(norm2)
@@ -125,7 +125,7 @@ func GhostAccum(norm2, asq, esq []float64, hasBias bool) {
 	}
 }
 
-// ClipCoefs sets the clip coefficients of docs/architecture.md step 4,
+// ClipCoefs sets the clip coefficients of docs/design.md step 4,
 //
 //	coef[i] = mask[i]·min(1, C/√norm2[i]),
 //
@@ -294,7 +294,7 @@ func clipScaleRow64(dst, src []float64, c float64) {
 }
 
 // ClippedSum computes the clipped gradient sum of one dense layer without
-// materializing per-example gradients (docs/architecture.md step 5):
+// materializing per-example gradients (docs/design.md step 5):
 //
 //	dstW = Aᵀ·diag(c)·E   (d×h),   dstB = 1ᵀ·diag(c)·E   (h),
 //

@@ -5,7 +5,7 @@
 // Every parametric layer is a "GEMM layer" Z = A·W + b evaluated on B·P rows, where B is the
 // physical batch and P the number of positions an example contributes: P = 1 for a dense
 // layer, P = H'·W' output positions for a convolution (A is then the im2col patch matrix).
-// The gradient of example i is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows (docs/architecture.md step 3), and the
+// The gradient of example i is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows (docs/design.md step 3), and the
 // clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for either kind.
 //
 // Graphs use a SUM loss over the batch (never the mean), so row i of ∂L/∂Z is ∂ℓᵢ/∂Zᵢ; rows of

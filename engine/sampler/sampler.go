@@ -1,5 +1,5 @@
 // Package sampler chooses which dataset examples each DP-SGD step uses
-// (docs/architecture.md, "One step", step 1) and cuts the chosen logical batch
+// (docs/design.md, "One step", step 1) and cuts the chosen logical batch
 // into physical batches of a fixed shape with a padding mask.
 //
 // Four samplers are provided, matching the samplers table of docs/accounting.md:

@@ -1,5 +1,5 @@
 // Package layering has no code of its own: its test (layering_test.go) enforces the import
-// rules between the repository's packages, the layers of docs/architecture.md:
+// rules between the repository's packages, the layers of docs/design.md:
 //
 //   - privacy imports none of engine, kernels, cuda, datasets (it is pure math);
 //   - datasets imports none of engine, privacy;
