@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
@@ -255,51 +256,70 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// newSampler builds the sampler the audit trains with, as `dpsgd train` does for
-// (N, Batch): shuffle batches of Batch, Poisson at q = Batch/N (truncated at
-// sampler.DefaultMaxBatch), allocation over sampler.AllocationSteps(N, Batch) rounds.
-func newSampler(name string, n, batch int, seed uint64) (sampler.Sampler, error) {
-	q := float64(batch) / float64(n)
-	switch name {
-	case sampler.NameShuffle:
-		return sampler.NewShuffle(n, batch, seed)
-	case sampler.NamePoisson:
-		return sampler.NewPoisson(n, q, seed)
-	case sampler.NameTruncatedPoisson:
-		return sampler.NewTruncatedPoisson(n, q, sampler.DefaultMaxBatch(n, q), seed)
-	case sampler.NameAllocation:
-		return sampler.NewAllocation(n, sampler.AllocationSteps(n, batch), seed)
+// newSampler builds the sampler of one training, seeded by seed, and the accounting spec of
+// the claim the audit checks (σ left 0), through the front door as `dpsgd train` builds them
+// for (N, Batch): dpsgd.Plan.NewSampler with the sampler's default guarantee accountant
+// (accounting.DefaultMethod). Shuffle cuts batches of Batch, Poisson samples at q = Batch/N
+// (truncated at sampler.DefaultMaxBatch), allocation spreads over sampler.AllocationSteps(N,
+// Batch) rounds. The spec has PublicSize set: N is public and the claim is stated for
+// zero-out adjacency, the neighbour the ghost world is (doc.go, "The canary and the two
+// worlds"); for Poisson its numbers are those of add/remove.
+func (c Config) newSampler(seed uint64) (sampler.Sampler, accounting.Spec, error) {
+	smp, spec, err := dpsgd.Plan{Sampler: dpsgd.Sampler(c.Sampler), BatchSize: c.Batch, Seed: seed}.NewSampler(c.N)
+	if err != nil {
+		return nil, spec, fmt.Errorf("audit: %w", err)
 	}
-	return nil, fmt.Errorf("audit: sampler %q: want one of %v", name, Samplers())
+	return smp, spec, nil
 }
 
-// AccountantSpec returns the spec of the default guarantee accountant (accounting.
-// DefaultMethod) for cfg's sampler on cfg's geometry at cfg.Sigma, built the way `dpsgd
-// train` builds it. With Sigma = 0 it returns the spec with Sigma 0, for
-// accounting.SolveSigma.
+// AccountantSpec returns the spec of the accountant whose claim the audit checks by default,
+// built by the front door as `dpsgd train` builds it (dpsgd.Plan.NewSampler: the sampler's
+// default guarantee accountant, PublicSize set), at cfg.Sigma, and the number of steps the
+// audit takes: cfg.Steps, or Epochs whole epochs. The step count stays the audit's own input
+// to the accountant, apart from the plan, because it may end inside an epoch while a
+// dpsgd.Plan trains whole epochs. With Sigma = 0 it returns the spec with Sigma 0
+// (SolveSigma).
 func AccountantSpec(cfg Config) (spec accounting.Spec, steps int, err error) {
-	sigma := cfg.Sigma
+	_, spec, steps, err = cfg.claim()
+	return spec, steps, err
+}
+
+// claim returns cfg with its defaults, the spec of its default claim at cfg.Sigma (0 allowed)
+// and its step count: AccountantSpec.
+func (c Config) claim() (Config, accounting.Spec, int, error) {
+	sigma := c.Sigma
 	if sigma == 0 {
-		cfg.Sigma = 1 // validated below; the spec gets 0 back
+		c.Sigma = 1 // validated below; the spec gets 0 back
 	}
-	if cfg, err = cfg.withDefaults(); err != nil {
-		return spec, 0, err
-	}
-	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, 0)
+	c, err := c.withDefaults()
 	if err != nil {
-		return spec, 0, fmt.Errorf("audit: %w", err)
+		return c, accounting.Spec{}, 0, err
 	}
-	spec = accounting.Spec{Sampler: cfg.Sampler, Method: accounting.DefaultMethod(cfg.Sampler), Sigma: sigma}
-	switch cfg.Sampler {
-	case sampler.NameShuffle, sampler.NameAllocation:
-		spec.Rounds = smp.StepsPerEpoch()
-		spec.SampleRate = 1 / float64(spec.Rounds)
-	case sampler.NamePoisson:
-		spec.SampleRate = smp.SampleRate()
-	case sampler.NameTruncatedPoisson:
-		spec.SampleRate, spec.DatasetSize, spec.MaxBatch = smp.SampleRate(), cfg.N, smp.MaxBatchSize()
+	c.Sigma = sigma
+	smp, spec, err := c.newSampler(0)
+	if err != nil {
+		return c, spec, 0, err
 	}
-	return spec, totalSteps(cfg, smp.StepsPerEpoch()), nil
+	spec.Sigma = sigma
+	return c, spec, totalSteps(c, smp.StepsPerEpoch()), nil
+}
+
+// SolveSigma returns the noise multiplier at which cfg's default claim (AccountantSpec) is ε =
+// epsilon at cfg.Delta after the audit's steps, rounded up: the calibration of
+// dpsgd.Plan.Resolve (accounting.SolveSigmaCtx at its default tolerance on the plan's spec),
+// over the audit's step count instead of whole epochs. cfg.Sigma is ignored. A target no σ in
+// range meets is an error wrapping privacy.ErrUnreachable; ctx stops the search.
+func SolveSigma(ctx context.Context, cfg Config, epsilon float64) (float64, error) {
+	cfg.Sigma = 0
+	cfg, spec, steps, err := cfg.claim()
+	if err != nil {
+		return 0, err
+	}
+	sigma, err := accounting.SolveSigmaCtx(ctx, spec, steps, privacy.Budget{Epsilon: epsilon, Delta: cfg.Delta}, 0, nil)
+	if err != nil {
+		return 0, fmt.Errorf("audit: calibrating σ: %w", err)
+	}
+	return sigma, nil
 }
 
 // totalSteps is cfg.Steps, or cfg.Epochs·m when it is 0.
@@ -338,7 +358,7 @@ type design struct {
 func (d *design) opposedLike() bool { return d.cfg.Canary == CanaryOpposed || d.adv }
 
 func newDesign(cfg Config) (*design, error) {
-	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, 0)
+	smp, _, err := cfg.newSampler(0)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +521,7 @@ func (wk *worker) epochLogLR(ys []float64) float64 {
 func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 	d, cfg := wk.d, wk.d.cfg
 	seed := runSeed(cfg.Seed, world, i)
-	smp, err := newSampler(cfg.Sampler, cfg.N, cfg.Batch, seedmix.Next(seed^1))
+	smp, _, err := cfg.newSampler(seedmix.Next(seed ^ 1))
 	if err != nil {
 		return 0, err
 	}

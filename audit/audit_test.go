@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsgd/dpsgd"
+	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/privacy"
 )
 
 // TestAuditWithinAccountant: for every sampler the audit of the real engine at σ = 1 stays
@@ -66,6 +69,67 @@ func TestAuditDetectsLie(t *testing.T) {
 		if !r.Violation || !(r.Empirical.Low > r.EpsilonAccountant) {
 			t.Errorf("%s: the 4× σ lie was not detected: lower bound %g, claim %g", s, r.Empirical.Low, r.EpsilonAccountant)
 		}
+	}
+}
+
+// TestAuditFrontDoor: the audit's sampler and claim are the front door's (dpsgd.Plan, as
+// `dpsgd train` builds them): the same spec, public size and zero-out adjacency included, the
+// same steps per epoch, and SolveSigma is Plan.Resolve's calibration: the same σ over whole
+// epochs, and a σ that meets the target over steps ending inside an epoch.
+func TestAuditFrontDoor(t *testing.T) {
+	ctx := context.Background()
+	const n, batch, eps, delta = 16, 4, 2.0, 1e-5
+	for _, s := range Samplers() {
+		spec, steps, err := AccountantSpec(Config{Sampler: s, Sigma: 1.3, Epochs: 2})
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		smp, want, err := dpsgd.Plan{Sampler: dpsgd.Sampler(s), BatchSize: batch}.NewSampler(n)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		want.Sigma = 1.3
+		if spec != want || !spec.PublicSize || steps != 2*smp.StepsPerEpoch() {
+			t.Errorf("%s: spec %+v over %d steps, want the front door's %+v over %d", s, spec, steps, want, 2*smp.StepsPerEpoch())
+		}
+		acc, err := spec.New()
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if acc.Adjacency() != privacy.AdjacencyZeroOut {
+			t.Errorf("%s: adjacency %s, want %s", s, acc.Adjacency(), privacy.AdjacencyZeroOut)
+		}
+
+		sigma, err := SolveSigma(ctx, Config{Sampler: s, Epochs: 2, Delta: delta}, eps)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		plan := dpsgd.Plan{Sampler: dpsgd.Sampler(s), BatchSize: batch, Epochs: 2, Clip: 1, TargetEpsilon: eps, Delta: delta}
+		priv, err := plan.Resolve(ctx, n, nn.LogReg([]int{5}, 2), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if sigma != priv.Sigma {
+			t.Errorf("%s: SolveSigma over 2 epochs = %v, Plan.Resolve's σ = %v", s, sigma, priv.Sigma)
+		}
+
+		partial := smp.StepsPerEpoch() + 1
+		sp, err := SolveSigma(ctx, Config{Sampler: s, Steps: partial, Delta: delta}, eps)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		spec.Sigma = sp
+		acc, err = spec.New()
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		got, err := acc.Epsilon(partial, delta)
+		if err != nil || !(got <= eps) || !(sp <= sigma) {
+			t.Errorf("%s: σ = %v over %d steps claims ε = %v (%v), want ≤ %v and σ ≤ %v (2 epochs)", s, sp, partial, got, err, eps, sigma)
+		}
+	}
+	if _, err := SolveSigma(ctx, Config{Sampler: sampler.NameShuffle}, 1e-9); !errors.Is(err, privacy.ErrUnreachable) {
+		t.Errorf("ε = 1e-9: %v, want privacy.ErrUnreachable", err)
 	}
 }
 

@@ -23,6 +23,14 @@
 // canary coordinates, the same law as removing the canary (Poisson, add/remove, with the
 // dataset size and hence the divisor public).
 //
+// The trainings' samplers and the claim the audit checks come from the front door, package
+// dpsgd, as `dpsgd train` builds them (dpsgd.Plan.NewSampler with the sampler's default
+// guarantee accountant): the claim is stated for zero-out adjacency with N public for every
+// sampler, the neighbour the ghost world is; for Poisson its numbers are those of add/remove
+// (Kairouz et al. 2021, "Practical and Private (Deep) Learning without Sampling or
+// Shuffling"). σ calibrated to a target ε (SolveSigma) is the front door's calibration over
+// the audit's own step count, which may end inside an epoch.
+//
 // For shuffle the opposed canary (CanaryOpposed) also puts every ordinary example at
 // a·e_{D−1} with label 1, so each pushes the canary coordinates by −ρC: this is the linear
 // instance of Chua et al.'s shuffle lower bound (Chua et al. 2024; others at −1, the
