@@ -12,8 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/dpsgd/dpsgd/audit"
-	"github.com/dpsgd/dpsgd/privacy"
-	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
@@ -100,8 +98,9 @@ func parseAuditFlags(args []string, stdout io.Writer) (*auditFlags, error) {
 	return f, nil
 }
 
-// auditConfigs validates the flags and returns one audit.Config per sampler.
-func (f *auditFlags) auditConfigs() ([]audit.Config, error) {
+// auditConfigs validates the flags and returns one audit.Config per sampler, σ calibrated
+// to --target-epsilon when given (ctx stops the calibration).
+func (f *auditFlags) auditConfigs(ctx context.Context) ([]audit.Config, error) {
 	if f.quick && !f.set["runs"] {
 		f.runs = 500
 	}
@@ -194,20 +193,19 @@ func (f *auditFlags) auditConfigs() ([]audit.Config, error) {
 		cfg := audit.Config{Sampler: s, Sigma: f.sigma, Delta: f.delta, Epochs: f.epochs, Steps: f.steps,
 			N: f.n, Batch: f.batch, Runs: f.runs, Confidence: f.confidence, Threat: f.threat,
 			Canary: f.canary, CanaryRow: f.canaryRow, Float32: f.float32, Seed: f.seed, Workers: f.workers}
-		if f.set["target-epsilon"] {
-			cfg.Sigma = 0
-			spec, steps, err := audit.AccountantSpec(cfg)
-			if err != nil {
-				return nil, usagef("--sampler %s: %v", s, err)
-			}
-			sigma, err := accounting.SolveSigma(spec, steps, privacy.Budget{Epsilon: f.targetEps, Delta: f.delta})
-			if err != nil {
-				return nil, usagef("--target-epsilon %v for --sampler %s over %d steps: %v", f.targetEps, s, steps, err)
-			}
-			cfg.Sigma = sigma
-		}
+		// The front door's sampler and claim (σ 0 with --target-epsilon: calibrated next).
 		if _, _, err := audit.AccountantSpec(cfg); err != nil {
 			return nil, usagef("--sampler %s: %v", s, err)
+		}
+		if f.set["target-epsilon"] {
+			sigma, err := audit.SolveSigma(ctx, cfg, f.targetEps)
+			if err != nil && ctx.Err() != nil {
+				return nil, err
+			}
+			if err != nil {
+				return nil, usagef("--target-epsilon %v for --sampler %s: %v", f.targetEps, s, err)
+			}
+			cfg.Sigma = sigma
 		}
 		cfgs = append(cfgs, cfg)
 	}
@@ -242,7 +240,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
-	cfgs, err := f.auditConfigs()
+	cfgs, err := f.auditConfigs(ctx)
 	if err != nil {
 		return err
 	}
