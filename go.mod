@@ -8,6 +8,9 @@ require (
 	// CGO_ENABLED=0 (docs/gpu.md; v0.11.3 is the version tested).
 	github.com/ebitengine/purego v0.11.3
 	github.com/schollz/progressbar/v3 v3.19.1
+	// The command line of cmd/dpsgd: GNU-style --long flags, and typed parse errors that the
+	// command rewrites as one-line usage errors (v1.1.0: the newest the module proxy serves).
+	github.com/spf13/pflag v1.1.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0
 	// Explicit versions: the proxy refuses @latest and version lists for gorgonia.org modules.

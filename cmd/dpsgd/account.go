@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
+	"github.com/spf13/pflag"
 )
 
 // accountFlags are the flags of dpsgd account.
@@ -33,7 +33,12 @@ type countFlag struct {
 	min int
 }
 
+// String is "": the defaults of these flags are in their usage text, often with a condition
+// ("default 5000; 500 with --quick"), so the help shows none of its own.
 func (c countFlag) String() string { return "" }
+
+// Type names the value in the help: --epochs int.
+func (c countFlag) Type() string { return "int" }
 
 func (c countFlag) Set(s string) error {
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -47,7 +52,11 @@ func (c countFlag) Set(s string) error {
 // realFlag is a float flag that refuses NaN and ±Inf.
 type realFlag struct{ dst *float64 }
 
+// String is "", as countFlag's.
 func (r realFlag) String() string { return "" }
+
+// Type names the value in the help: --sigma float.
+func (r realFlag) Type() string { return "float" }
 
 func (r realFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -60,7 +69,7 @@ func (r realFlag) Set(s string) error {
 
 func parseAccountFlags(args []string, stdout io.Writer) (*accountFlags, error) {
 	f := &accountFlags{}
-	fs := flag.NewFlagSet("dpsgd account", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd account")
 	fs.StringVar(&f.sampler, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation")
 	fs.StringVar(&f.method, "accountant", "", "rdp, pld, gdp, exact, chisq, berry-esseen, lower or deterministic (default: the tightest proven one for the sampler)")
 	fs.StringVar(&f.mechanism, "mechanism", "gaussian", "noise mechanism: gaussian, personalized or ball (dpsgd account --mechanism M --help lists the flags of M)")
@@ -151,7 +160,7 @@ func cmdAccount(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return accountBall(args, stdout)
 	}
 	f, err := parseAccountFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {

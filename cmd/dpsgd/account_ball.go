@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/ball"
+	"github.com/spf13/pflag"
 )
 
 // ballHeader is the --help text of dpsgd account --mechanism ball.
@@ -71,7 +71,7 @@ type ballReport struct {
 // after "account", --mechanism ball included.
 func accountBall(args []string, stdout io.Writer) error {
 	f, err := parseBallFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
@@ -94,7 +94,7 @@ func accountBall(args []string, stdout io.Writer) error {
 
 func parseBallFlags(args []string, stdout io.Writer) (*ballFlags, error) {
 	f := &ballFlags{}
-	fs := flag.NewFlagSet("dpsgd account --mechanism ball", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd account --mechanism ball")
 	fs.StringVar(&f.mechanism, "mechanism", "ball", "noise mechanism: ball")
 	fs.Var(countFlag{&f.dim, 1}, "dim", "d, the dimension of the noise (the number of parameters)")
 	fs.Var(realFlag{&f.distance}, "distance", "Δ ≥ 0, the largest distance between the noised sums of neighbouring datasets")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/personalized"
+	"github.com/spf13/pflag"
 )
 
 // persHeader is the --help text of dpsgd account --mechanism personalized.
@@ -76,7 +76,7 @@ type persReport struct {
 // the arguments after "account", --mechanism personalized included.
 func accountPersonalized(args []string, stdout io.Writer) error {
 	f := &persFlags{}
-	fs := flag.NewFlagSet("dpsgd account --mechanism personalized", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd account --mechanism personalized")
 	fs.StringVar(&f.mechanism, "mechanism", "personalized", "noise mechanism: personalized")
 	fs.Var(realFlag{&f.epsilon}, "epsilon", "the client's ε > 0 (required)")
 	f.deltaPrime, f.delta3 = 1e-5, 1e-5
@@ -97,7 +97,7 @@ func accountPersonalized(args []string, stdout io.Writer) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, persHeader); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return err

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -19,6 +18,7 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 	agepriv "github.com/dpsgd/dpsgd/privacy/ageaware"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -110,7 +110,7 @@ func ageTV(args []string, stdout io.Writer) error {
 	p, q, maxAge := 0.1, 0.2, 15 // Lin et al.'s first client, and the default t_agg
 	var chainText, matrixFile, initText string
 	var jsonOut bool
-	fs := flag.NewFlagSet("dpsgd ageaware tv", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd ageaware tv")
 	fs.Var(realFlag{&p}, "p", "birth–death chain parameter p (Lin et al.'s 4-state chain; default 0.1)")
 	fs.Var(realFlag{&q}, "q", "birth–death chain parameter q (default 0.2)")
 	fs.Var(countFlag{&maxAge, 0}, "max-age", "largest age t (default 15)")
@@ -119,7 +119,7 @@ func ageTV(args []string, stdout io.Writer) error {
 	fs.StringVar(&initText, "init", "", "optional law of the data at collection time: adds tv_posterior, Δ for data started from it instead of π")
 	fs.BoolVar(&jsonOut, "json", false, "print a JSON array of {age, tv, tv_bound} as the last line")
 	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware tv [flags]\n\nΔ(t) = max over pairs of states of the total variation between the reverse chain's rows\n(Lin et al., Proposition 1), exact and by the spectral bound of [12, Prop. 5].")
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
@@ -287,7 +287,7 @@ type ageFinding struct {
 
 func ageParseSimFlags(args []string, stdout io.Writer) (*ageSimFlags, error) {
 	f := &ageSimFlags{epsMin: 0.01, epsMax: 3, seed: 1, aggTime: ageng.DefaultAggTime}
-	fs := flag.NewFlagSet("dpsgd ageaware simulate", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd ageaware simulate")
 	fs.Var(realFlag{&f.epsMin}, "eps-min", "smallest target ε̄ (default 0.01)")
 	fs.Var(realFlag{&f.epsMax}, "eps-max", "largest target ε̄ (default 3)")
 	fs.Var(countFlag{&f.epsPoints, 1}, "eps-points", "number of ε̄, log-spaced (default 10; --quick 3)")
@@ -346,7 +346,7 @@ func (f *ageSimFlags) epsGrid() []float64 {
 
 func ageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := ageParseSimFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {

@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // commandLineParsers are the flag parsers of every subcommand that has one: they turn a command
@@ -17,6 +18,8 @@ var commandLineParsers = map[string]func([]string, io.Writer) error{
 	"plot":      func(a []string, w io.Writer) error { _, err := parsePlotFlags(a, w); return err },
 	"federated": func(a []string, w io.Writer) error { _, err := fedParseFlags(a, w); return err },
 	"ageaware":  func(a []string, w io.Writer) error { _, err := ageParseSimFlags(a, w); return err },
+	"audit":     func(a []string, w io.Writer) error { _, err := parseAuditFlags(a, w); return err },
+	"bench":     func(a []string, w io.Writer) error { _, err := parseBenchSamplerFlags(a, w); return err },
 }
 
 // FuzzCommandLines: every subcommand's flag parser, given any command line (arguments separated
@@ -33,6 +36,14 @@ func FuzzCommandLines(f *testing.F) {
 		"stray",
 		"--hidden\n128,,64",
 		"--epsilon=1e400",
+		"-epochs\n3",
+		"-hidden\n64",
+		"-h",
+		"--dataset\nmnist\n--help",
+		"--json=maybe",
+		"--quiet\n--\n--epochs",
+		"---x",
+		"--epochs\n--help",
 		"--steps=9007199254740993",
 		"",
 	} {
@@ -45,7 +56,7 @@ func FuzzCommandLines(f *testing.F) {
 		}
 		for name, parse := range commandLineParsers {
 			err := parse(args, io.Discard)
-			if err == nil || errors.Is(err, flag.ErrHelp) {
+			if err == nil || errors.Is(err, pflag.ErrHelp) {
 				continue
 			}
 			var ue usageError

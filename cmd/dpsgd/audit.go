@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/audit"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -64,7 +64,7 @@ type auditResultJSON struct {
 
 func parseAuditFlags(args []string, stdout io.Writer) (*auditFlags, error) {
 	f := &auditFlags{runs: 5000, epochs: 1, n: 16, batch: 4, delta: 1e-5, confidence: 0.95, threat: audit.ThreatIterates, seed: 1}
-	fs := flag.NewFlagSet("dpsgd audit", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd audit")
 	fs.StringVar(&f.samplers, "sampler", strings.Join(audit.Samplers(), ","), "samplers to audit, comma-separated: shuffle, poisson, poisson-truncated, allocation")
 	fs.Var(countFlag{&f.runs, 4}, "runs", "trainings per world (with and without the canary), ≥ 4 (default 5000; 500 with --quick)")
 	fs.Var(realFlag{&f.sigma}, "sigma", "noise multiplier σ of every training (default 1 unless --target-epsilon)")
@@ -235,7 +235,7 @@ func auditProgress(w io.Writer, quiet bool, sampler string, total int) (func(don
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseAuditFlags(args, stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return err

@@ -84,7 +84,7 @@ func TestAuditBadFlags(t *testing.T) {
 		flag string
 	}{
 		{[]string{"--sampler", "uniform"}, "--sampler"},
-		{[]string{"--runs", "3"}, "-runs"},
+		{[]string{"--runs", "3"}, "--runs"},
 		{[]string{"--sigma", "-1"}, "--sigma"},
 		{[]string{"--sigma", "1", "--target-epsilon", "2"}, "--target-epsilon"},
 		{[]string{"--delta", "1"}, "--delta"},
@@ -162,7 +162,7 @@ func TestAuditHelpListsCanaries(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"-canary string", "isolated, opposed", "nan, inf, huge-logit", "-canary-row string", "first", "random", "-float32"} {
+	for _, want := range []string{"--canary string", "isolated, opposed", "nan, inf, huge-logit", "--canary-row string", "first", "random", "--float32"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q:\n%s", want, out)
 		}

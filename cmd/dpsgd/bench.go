@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +17,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -68,7 +68,7 @@ func benchEpochs(dataset string) int {
 
 func parseBenchSamplerFlags(args []string, stdout io.Writer) (*benchSamplerFlags, error) {
 	f := &benchSamplerFlags{}
-	fs := flag.NewFlagSet("dpsgd bench samplers", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd bench samplers")
 	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
@@ -307,7 +307,7 @@ type benchSummary struct {
 
 func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseBenchSamplerFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
@@ -386,7 +386,7 @@ type benchStepFlags struct {
 
 func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := &benchStepFlags{}
-	fs := flag.NewFlagSet("dpsgd bench step", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd bench step")
 	fs.StringVar(&f.dataset, "dataset", "mnist", "input shape and classes: mnist (1×28×28, 10 classes) or synthetic (32 features, 10 classes); no data is read")
 	fs.StringVar(&f.model, "model", "mlp", "logreg, mlp or cnn")
 	fs.StringVar(&f.hidden, "hidden", "256", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
@@ -401,7 +401,7 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.quiet, "quiet", false, "no table on stdout with --json")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
 	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd bench step [flags]\n\nTimes one DP-SGD step against one non-private step of the same model, interleaved, per batch size.")
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {

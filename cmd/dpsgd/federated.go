@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +17,7 @@ import (
 	"github.com/dpsgd/dpsgd/federated"
 	"github.com/dpsgd/dpsgd/privacy/personalized"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"gorgonia.org/tensor"
 )
@@ -58,7 +58,7 @@ type fedFlags struct {
 
 func fedParseFlags(args []string, stdout io.Writer) (*fedFlags, error) {
 	f := &fedFlags{}
-	fs := flag.NewFlagSet("dpsgd federated", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd federated")
 	fs.StringVar(&f.clientsFile, "clients-file", "", "clients file (CSV or JSON): id, epsilon, delta (or delta_prime and delta_tail), sample_rate, share, sensitivity")
 	fs.Var(countFlag{&f.clients, 1}, "clients", "N, the number of clients (without --clients-file; default 10)")
 	fs.StringVar(&f.epsilons, "epsilons", "1,2,4", "budgets ε_i > 0, comma-separated, assigned to the clients round-robin (without --clients-file)")
@@ -312,7 +312,7 @@ type fedJSON struct {
 // cmdFederated runs dpsgd federated.
 func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := fedParseFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {

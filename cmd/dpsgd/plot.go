@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/dpsgd/dpsgd/privacy/allocation"
 	"github.com/dpsgd/dpsgd/privacy/fdp"
+	"github.com/spf13/pflag"
 )
 
 // figureNames are the figures dpsgd plot draws, in the order of --figure all.
@@ -32,7 +32,7 @@ type plotFlags struct {
 
 func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
 	f := &plotFlags{}
-	fs := flag.NewFlagSet("dpsgd plot", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd plot")
 	fs.StringVar(&f.figure, "figure", "all", "fig1 (van Dijk & Ertan's Figure 1: δ vs M), fig2 (μ coefficients and ratio), fig3 (required M vs σ), tradeoff (trade-off curves of a run), samplers (ε over epochs: shuffle, Poisson, allocation), or all")
 	fs.StringVar(&f.out, "out", "figures", "output directory (each figure as NAME.png and NAME.svg)")
 	fs.StringVar(&f.sampler, "sampler", "allocation", "tradeoff: the sampler of the run")
@@ -84,7 +84,7 @@ func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
 
 func cmdPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parsePlotFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -56,15 +56,15 @@ type selftestResult struct {
 // cmdSelftest runs `dpsgd selftest`: exit 0 when every check passes, 1 when one fails, 2 for
 // a usage error or no usable GPU.
 func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	fs := newFlagSet("selftest")
 	draws, batch, reps := 1_000_000, 256, 5
 	asJSON, bench := false, true
-	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (10^8 on a real GPU)")
-	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark")
-	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark")
-	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks")
+	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (default 1000000; 10^8 on a real GPU)")
+	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark (default 256)")
+	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark (default 5)")
+	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks (--bench=false: the checks only)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, flag.ErrHelp) {
+	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, pflag.ErrHelp) {
 		return nil
 	} else if err != nil {
 		return err

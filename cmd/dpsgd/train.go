@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,6 +20,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -96,7 +96,7 @@ type trainFlags struct {
 	checkpoint, resume string
 	checkpointEvery    int
 	secure             bool
-	fs                 *flag.FlagSet
+	fs                 *pflag.FlagSet
 	fromCheckpoint     map[string]bool // flags whose value came from the --resume checkpoint
 
 	seedSource string // "given", "random" or "checkpoint"
@@ -107,11 +107,11 @@ type trainFlags struct {
 
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	f := &trainFlags{}
-	fs := flag.NewFlagSet("dpsgd train", flag.ContinueOnError)
+	fs := newFlagSet("dpsgd train")
 	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
-	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn (default: cnn for mnist, logreg for adult, mlp for synthetic)")
+	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn; without it, cnn for mnist, logreg for adult and mlp for synthetic")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
@@ -130,7 +130,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.ema, "ema", -1, "evaluate an exponential moving average of the weights with this decay (0: off)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of initialization, sampling and noise, for a reproducible research run (default: drawn from the operating system and printed; whoever knows the seed can regenerate the noise)")
 	fs.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ) guarantee")
-	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it")
+	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it, and σ is calibrated to it unless --sigma is given (the default applies to Gaussian noise without --sigma)")
 	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
 	fs.StringVar(&f.device, "device", "auto", "auto, cpu or cuda")
 	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian, or ball (uniform in a ball over all parameters, Tholeti's perturbed gradient descent; --delta is then the total δ the run may spend)")
@@ -147,10 +147,37 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.BoolVar(&f.secure, "secure", false, "noise and sampling from a cryptographically secure generator seeded by the operating system (no --seed; Gaussian noise only): for production releases")
 	f.fs = fs
 	var err error
-	if f.set, err = parseFlags(fs, args, stdout, "Usage: dpsgd train [flags]"); err != nil {
+	if f.set, err = parseFlagsHelp(fs, args, stdout, "Usage: dpsgd train [flags]", f.helpDefaults); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// helpDefaults sets the defaults that --help shows to the preset of --dataset and --model,
+// given before or after --help (synthetic and its default model without them): what a run
+// with no other flag uses. It returns the header's line that names the preset.
+func (f *trainFlags) helpDefaults() string {
+	model := f.model
+	if model == "" {
+		model = defaultModel(f.dataset)
+	}
+	p := presetFor(f.dataset, model)
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	widths := make([]string, len(p.hidden))
+	for i, w := range p.hidden {
+		widths[i] = strconv.Itoa(w)
+	}
+	for name, v := range map[string]string{
+		"model": model, "hidden": strings.Join(widths, ","), "activation": p.activation,
+		"batch-size": strconv.Itoa(p.batch), "epochs": strconv.Itoa(p.epochs), "lr": num(p.lr),
+		"clip": num(p.clip), "optimizer": p.optimizer, "momentum": num(p.momentum),
+		"weight-decay": num(p.decay), "schedule": p.schedule, "ema": num(p.ema),
+		"target-epsilon": num(p.targetEps),
+	} {
+		f.fs.Lookup(name).DefValue = v
+	}
+	return fmt.Sprintf("The defaults shown are the preset of --dataset %s --model %s (docs/benchmarks.md);\n"+
+		"dpsgd train --dataset D --model M --help shows another's.", quoteArg(f.dataset), quoteArg(model))
 }
 
 // runConfig is everything a run needs, resolved from the flags.
@@ -452,7 +479,7 @@ type trainJSON struct {
 
 func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseTrainFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
