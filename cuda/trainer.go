@@ -17,16 +17,19 @@ type TrainerConfig struct {
 	Arch          nn.Arch // logreg or mlp (no convolutions)
 	PhysicalBatch int     // rows of every physical batch, ≥ 1 (padding rows are masked)
 	Clip          float64 // per-example clip norm C (> 0; ignored when NonPrivate)
-	Sigma         float64 // noise multiplier: std σ·C (Noise "gaussian")
-	Noise         string  // "gaussian" (default) or "ball"
-	Radius        float64 // ball radius (Noise "ball")
-	NonPrivate    bool    // no clipping, no noise
-	NoiseSeed     uint64  // the noise stream's seed (the engine derives it from the seed and the trajectory)
-	Optimizer     string  // "sgd" (default), "momentum" or "adam"
-	Momentum      float64
-	Beta1, Beta2  float64 // Adam (0, 0: 0.9, 0.999)
-	Eps           float64 // Adam (0: 1e-8)
-	WeightDecay   float64
+	// ClipBound is the norm the clip coefficients aim at, C less a float rounding margin so
+	// that each clipped gradient stays within C (0: Clip); the noise std is σ·Clip.
+	ClipBound    float64
+	Sigma        float64 // noise multiplier: std σ·C (Noise "gaussian")
+	Noise        string  // "gaussian" (default) or "ball"
+	Radius       float64 // ball radius (Noise "ball")
+	NonPrivate   bool    // no clipping, no noise
+	NoiseSeed    uint64  // the noise stream's seed (the engine derives it from the seed and the trajectory)
+	Optimizer    string  // "sgd" (default), "momentum" or "adam"
+	Momentum     float64
+	Beta1, Beta2 float64 // Adam (0, 0: 0.9, 0.999)
+	Eps          float64 // Adam (0: 1e-8)
+	WeightDecay  float64
 }
 
 // StepStats describes one logical step on the device (as engine.StepStats).
@@ -299,6 +302,9 @@ func (t *Trainer) Step(idx []int, step int, expectedBatch, lr float64) (StepStat
 	p := t.cfg.PhysicalBatch
 	k := max((len(idx)+p-1)/p, 1)
 	clip := t.cfg.Clip
+	if t.cfg.ClipBound > 0 {
+		clip = t.cfg.ClipBound
+	}
 	if t.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
-	"github.com/dpsgd/dpsgd/internal/testkeys"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	"github.com/dpsgd/dpsgd/internal/testkeys"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"

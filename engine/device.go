@@ -99,6 +99,7 @@ func openGPU[T kernels.Float](cfg *Config, r *run[T], train *datasets.Dataset) (
 	}
 	if !cfg.NonPrivate {
 		tc.Clip, tc.Noise = cfg.Clip, cfg.Noise
+		tc.ClipBound = kernels.ClipBound[float32](cfg.Clip) // the host's margin: the same coefficients
 		if cfg.Noise == NoiseBall {
 			tc.Radius = cfg.Radius
 		} else {

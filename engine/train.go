@@ -378,7 +378,7 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 // clippedSum computes the batch idx's clipped per-example gradient sum into r.grads
 // (docs/design.md steps 2–5); a non-private run does not clip.
 func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
-	clip := r.cfg.Clip
+	clip := kernels.ClipBound[T](r.cfg.Clip) // C less the float rounding margin: ‖clipped gᵢ‖ ≤ C
 	if r.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}

@@ -212,6 +212,22 @@ func ScaleRows[T Float](a []T, rows, cols int, c []float64) {
 	}
 }
 
+// ClipBound returns the norm that clip coefficients aim at so that every example's clipped
+// gradient, as computed in T, has norm at most clip: clip·(1 − m) with m = 2⁻²¹ for float32
+// and 2⁻²⁹ for float64. The margin covers the rounding between the exact scaled gradient and
+// the values that enter the sum — the float64 sum of a row's squares (relative error below
+// 2⁻³⁰ for rows of up to 2²³ entries), the scaling of each error entry and the product with
+// each activation (ClipScaleRow and the GEMM: each within (1 + u), u = 2⁻²⁴ or 2⁻⁵³) — so
+// that the sensitivity the accountants assume, C, holds exactly, not within 1 + 1.2·10⁻⁷.
+// The noise stays σ·clip. clip = +Inf (no clipping) is returned as it is.
+func ClipBound[T Float](clip float64) float64 {
+	var zero T
+	if _, f32 := any(zero).(float32); f32 {
+		return clip * (1 - 0x1p-21)
+	}
+	return clip * (1 - 0x1p-29)
+}
+
 // ClipScaleRow sets dst[j] to src[j] scaled by a clip coefficient 0 < c < 1,
 // never larger in magnitude than c·|src[j]| beyond the unit roundoff of T:
 //

@@ -595,3 +595,21 @@ func BenchmarkSqNormFloat32(b *testing.B) {
 		reportPerElem(b, rows*cols)
 	})
 }
+
+// TestClipBound: the margin covers the rounding it is for — a float32 row scaled and
+// multiplied with round-to-nearest ((1 + 2⁻²⁴)²) after a float64 norm within 2⁻³⁰ stays below
+// C, and the float64 analogue too — while costing less than a millionth of C; +Inf stays.
+func TestClipBound(t *testing.T) {
+	for _, c := range []float64{1e-6, 1, 3.5, 1e6} {
+		b32, b64 := ClipBound[float32](c), ClipBound[float64](c)
+		if worst := b32 * (1 + 0x1p-24) * (1 + 0x1p-24) * (1 + 0x1p-30); !(worst <= c) || !(b32 > c*(1-1e-6)) {
+			t.Errorf("float32: bound %v for C = %v: worst case %v", b32, c, worst)
+		}
+		if worst := b64 * (1 + 0x1p-53) * (1 + 0x1p-53) * (1 + 0x1p-30); !(worst <= c) || !(b64 > c*(1-1e-8)) {
+			t.Errorf("float64: bound %v for C = %v: worst case %v", b64, c, worst)
+		}
+	}
+	if !math.IsInf(ClipBound[float32](math.Inf(1)), 1) {
+		t.Errorf("ClipBound(+Inf) is not +Inf")
+	}
+}
