@@ -207,6 +207,9 @@ func (p Plan) Resolve(ctx context.Context, n int, arch nn.Arch, opt *Options) (*
 	if err != nil {
 		return nil, err
 	}
+	if m := smp.StepsPerEpoch(); p.Epochs > MaxSteps/m {
+		return nil, bad("Epochs", nil, "%d: %d steps per epoch make more than %d steps in all", p.Epochs, m, MaxSteps)
+	}
 	priv.Sampler, priv.Spec = smp, spec
 	if p.NonPrivate {
 		return priv, nil

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
+	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 )
 
@@ -148,4 +150,68 @@ func TestEveryExitReportsEpsilon(t *testing.T) {
 		}
 		check(t, outcome{res, err, pv, smp}, smp.StepsPerEpoch())
 	})
+}
+
+// TestCheckRange: a run whose clipped sum and noise could overflow its dtype, or whose step
+// count could overflow, is refused before any step (from public numbers only); an ordinary run
+// passes.
+func TestCheckRange(t *testing.T) {
+	train, test := smallProblem(t)
+	c := ckptCases[0]
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"ordinary", func(*Config) {}, true},
+		{"huge clip", func(cfg *Config) { cfg.Clip = 1e33 }, false},
+		{"huge sigma", func(cfg *Config) { cfg.Sigma = 1e32 }, false},
+		{"huge epochs", func(cfg *Config) { cfg.Epochs = 1 << 40 }, false},
+	} {
+		cfg, smp, pv := c.build(t, train, 1)
+		tc.edit(&cfg)
+		pv.Budget = nil
+		err := checkRange(&cfg, train.N, smp.StepsPerEpoch())
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v", tc.name, err)
+		}
+		if !tc.ok {
+			if res, err := Train(context.Background(), cfg, train, test, smp, pv, nil); err == nil || res != nil {
+				t.Errorf("%s: Train ran (err %v)", tc.name, err)
+			}
+		}
+	}
+}
+
+// TestHostileRecordDoesNotStopTheRun: a record with NaN features, drawn alone into its batch,
+// makes every example of that step non-finite. The run must go on exactly as long as with a
+// benign record in its place — a stop there would tell an observer of the run's length that the
+// record is in the data, whatever ε says (Poisson, q = 1/8, 8 records, 20 epochs, several seeds).
+func TestHostileRecordDoesNotStopTheRun(t *testing.T) {
+	arch := nn.LogReg([]int{4}, 2)
+	for seed := uint64(1); seed <= 5; seed++ {
+		steps := map[bool]int{}
+		for _, hostile := range []bool{false, true} {
+			var ds *datasets.Dataset
+			if hostile {
+				ds = randomDataset(arch, 8, seed, 0)
+			} else {
+				ds = randomDataset(arch, 8, seed)
+			}
+			cfg := Config{Arch: arch, PhysicalBatch: 4, Replicas: 1, Epochs: 20, Clip: 1, Sigma: 20, Seed: seed,
+				Optimizer: OptimizerConfig{Name: "sgd", LR: 0.1}}
+			smp, err := sampler.NewPoisson(ds.N, 1.0/8, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Train(context.Background(), cfg, ds, ds, smp, poissonPrivacy(t, smp.SampleRate(), 20, nil), nil)
+			if err != nil || res.Diverged {
+				t.Fatalf("seed %d hostile %v: err %v, diverged %v after %d steps", seed, hostile, err, res.Diverged, res.Steps)
+			}
+			steps[hostile] = res.Steps
+		}
+		if steps[true] != steps[false] {
+			t.Errorf("seed %d: %d steps with the hostile record, %d without", seed, steps[true], steps[false])
+		}
+	}
 }

@@ -142,7 +142,8 @@ func TestLearnerLogRegOracle(t *testing.T) {
 		for _, v := range g {
 			n2 += v * v
 		}
-		c := math.Min(1, cfg.Clip/math.Sqrt(n2))
+		// Clipped to C, aiming at C less the float margin, as documented (kernels.ClipBound).
+		c := math.Min(1, kernels.ClipBound[float64](cfg.Clip)/math.Sqrt(n2))
 		if c < 1 {
 			clipped++
 		}

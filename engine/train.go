@@ -10,9 +10,10 @@
 // exceptions). Numerical guards: an example whose gradient norm is not finite gets clipping
 // coefficient 0 and is counted (EpochStats.NonFinite); a step whose summed loss is not finite
 // is counted (EpochStats.NonFiniteLoss) and left out of the mean loss; a run whose parameters
-// (or moving average) become non-finite, whose noisy gradient overflows, or whose every example
-// of a step is non-finite stops with an error wrapping ErrDiverged, without writing a
-// checkpoint, so the last good one stays intact. Config.Secure draws the noise from a
+// (or moving average) become non-finite or whose noisy gradient overflows stops with an error
+// wrapping ErrDiverged, without writing a checkpoint, so the last good one stays intact; a
+// step whose every example is non-finite does not stop the run (that stop would reveal a
+// hostile record: only released values decide). Config.Secure draws the noise from a
 // cryptographically secure source (kernels.AddSecureGaussian).
 //
 // Devices: Config.Device runs the steps of dense float32 models on the CUDA trainer (package
@@ -255,6 +256,9 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 	if !cfg.NonPrivate && pv.Accountant == nil {
 		return nil, fmt.Errorf("a private run needs an accountant")
 	}
+	if err := checkRange(&cfg, train.N, smp.StepsPerEpoch()); err != nil {
+		return nil, err
+	}
 	if err := checkSecureAccountant(&cfg, pv.Accountant); err != nil {
 		return nil, err
 	}
@@ -262,6 +266,37 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 		return trainT[float64](ctx, cfg, train, test, smp, pv, prog)
 	}
 	return trainT[float32](ctx, cfg, train, test, smp, pv, prog)
+}
+
+// maxSteps bounds a run's total steps, so that step counts never overflow.
+const maxSteps = 1 << 40
+
+// checkRange refuses, before any step, a run whose numbers could overflow: more than maxSteps
+// steps, or a clip norm and noise so large that the clipped sum of n examples plus its noise
+// (at most n·C + 64·σ·C per coordinate; the ball's radius for ball noise) could leave the
+// range of the dtype, with a margin of 2²⁰ for the division and the update. Overflow there
+// would depend on the data (whether a record is present), and a stop it caused would reveal
+// it; refusing up front depends on public numbers only.
+func checkRange(cfg *Config, n, perEpoch int) error {
+	if perEpoch > 0 && cfg.Epochs > maxSteps/perEpoch {
+		return fmt.Errorf("epochs %d: with %d steps per epoch, more than %d steps in all", cfg.Epochs, perEpoch, maxSteps)
+	}
+	if cfg.NonPrivate {
+		return nil
+	}
+	limit, name := float64(math.MaxFloat32), "float32"
+	if cfg.Dtype == tensor.Float64 {
+		limit, name = math.MaxFloat64, "float64"
+	}
+	noise := 64 * cfg.Sigma * cfg.Clip
+	if cfg.Noise == NoiseBall {
+		noise = cfg.Radius
+	}
+	if bound := float64(n)*cfg.Clip + noise; !(bound <= limit/(1<<20)) {
+		return fmt.Errorf("clip %g, σ %g over %d examples: the clipped sum and its noise could reach %.3g, beyond the safe %s range (%.3g); want a smaller clip norm or σ",
+			cfg.Clip, cfg.Sigma, n, bound, name, limit/(1<<20))
+	}
+	return nil
 }
 
 // run holds a training run's state.
@@ -628,7 +663,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			correct += st.Correct
 			es.NonFinite += st.NonFinite
 			es.ClippedFrac += float64(st.Clipped)
-			why, err := r.diverged(st)
+			why, err := r.diverged()
 			if err != nil {
 				return res, fmt.Errorf("epoch %d step %d: %w", epoch+1, s+1, err)
 			}
@@ -724,9 +759,9 @@ func lastGood(res *Result) string {
 	return fmt.Sprintf("the last good checkpoint (step %d) is intact", res.LastCheckpointStep)
 }
 
-// diverged returns why the run can no longer continue, or "": its parameters are not finite,
-// or every example of the step had a non-finite gradient (and loss).
-func (r *run[T]) diverged(st StepStats) (string, error) {
+// diverged returns why the run can no longer continue, or "": its parameters (or their moving
+// average) are not finite. It looks at released values only.
+func (r *run[T]) diverged() (string, error) {
 	ok, err := r.paramsFinite()
 	if err != nil {
 		return "", err
@@ -737,9 +772,10 @@ func (r *run[T]) diverged(st StepStats) (string, error) {
 	if r.ema != nil && !finite(paramSlices[T](r.ema)) {
 		return "the moving average of the parameters became non-finite", nil
 	}
-	if st.BatchSize > 0 && st.NonFinite == st.BatchSize {
-		return fmt.Sprintf("the loss and gradient of every example of the step (%d) were non-finite", st.BatchSize), nil
-	}
+	// Nothing computed from the training data without noise may stop the run: a step whose
+	// every example was non-finite (one hostile record alone in its batch) contributes zero to
+	// the sum and the run goes on, or the stop itself would reveal the record. Only the
+	// released values (the parameters and their average) decide.
 	return "", nil
 }
 
