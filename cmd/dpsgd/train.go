@@ -454,7 +454,7 @@ type trainJSON struct {
 	SampleRate        float64            `json:"sample_rate"`
 	TargetEpsilon     *float64           `json:"target_epsilon,omitempty"`
 	NonPrivate        bool               `json:"non_private"`
-	NonFinite         int                `json:"non_finite_examples"`
+	NonFinite         *int               `json:"non_finite_examples,omitempty"` // --private-stats only
 	Seconds           float64            `json:"seconds"`
 	Interrupted       bool               `json:"interrupted"`
 	Device            string             `json:"device"`      // where the steps ran: cpu or cuda
@@ -470,7 +470,7 @@ type trainJSON struct {
 	Checkpoint         string `json:"checkpoint,omitempty"`
 	CheckpointsWritten int    `json:"checkpoints_written"`
 	LastCheckpointStep *int   `json:"last_checkpoint_step"` // null: none written
-	NonFiniteLoss      int    `json:"non_finite_loss_steps"`
+	NonFiniteLoss      *int   `json:"non_finite_loss_steps,omitempty"` // --private-stats only
 	Diverged           bool   `json:"diverged"`
 	DivergedAtStep     *int   `json:"diverged_at_step,omitempty"`
 	Secure             bool   `json:"secure"`
@@ -538,7 +538,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Sampler: rc.priv.Sampler.Name(), Accountant: "none", Dataset: f.dataset, Model: f.model,
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.priv.SigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
-		NonFinite: res.NonFinite, Seconds: res.Seconds, Interrupted: res.Interrupted,
+		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
 		NotCovered: notCovered(f.privateStats),
@@ -549,6 +549,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out.ExamplesPerSecond = float64(res.Steps-max(res.ResumedFromStep, 0)) * rc.priv.Sampler.ExpectedBatchSize() / res.Seconds
 	}
 	ckptFillJSON(&out, f, rc, res)
+	if f.privateStats {
+		nf, nfl := res.NonFinite, res.NonFiniteLoss
+		out.NonFinite, out.NonFiniteLoss = &nf, &nfl
+	}
 	if rc.priv.Budget != nil {
 		t := rc.priv.Budget.Epsilon
 		out.TargetEpsilon = &t
@@ -559,7 +563,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if !rc.cfg.NonPrivate {
 		eps := res.Epsilon
-		out.Epsilon = &eps
+		if !math.IsInf(eps, 1) {
+			out.Epsilon = &eps // +Inf (no finite ε at δ: σ far too small) is JSON null
+		}
 		out.EpsilonSteps = res.EpsilonSteps
 		out.Accountant = rc.priv.Accountant.Name()
 		out.Adjacency = rc.priv.Accountant.Adjacency()
@@ -594,7 +600,7 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats b
 	case out.StoppedByBudget:
 		fmt.Fprintf(w, "stopped by the budget: one more epoch would exceed ε = %g\n", *out.TargetEpsilon)
 	}
-	if res.NonFinite > 0 {
+	if privateStats && res.NonFinite > 0 {
 		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model %s\n", res.NonFinite, notPrivateLabel)
 	}
 	ckptSummary(w, out)

@@ -254,7 +254,6 @@ func ckptFillJSON(out *trainJSON, f *trainFlags, rc *runConfig, res *engine.Resu
 		s := res.LastCheckpointStep
 		out.LastCheckpointStep = &s
 	}
-	out.NonFiniteLoss = res.NonFiniteLoss
 	out.Diverged = res.Diverged
 	if res.Diverged {
 		s := res.DivergedAt
@@ -279,8 +278,8 @@ func ckptSummary(w io.Writer, out trainJSON) {
 			fmt.Fprintf(w, "checkpoint: %s (none written)\n", out.Checkpoint)
 		}
 	}
-	if out.NonFiniteLoss > 0 {
-		fmt.Fprintf(w, "warning: %d steps had a non-finite loss (left out of the mean loss)\n", out.NonFiniteLoss)
+	if out.NonFiniteLoss != nil && *out.NonFiniteLoss > 0 {
+		fmt.Fprintf(w, "warning: %d steps had a non-finite loss (left out of the mean loss) %s\n", *out.NonFiniteLoss, notPrivateLabel)
 	}
 	if out.Diverged {
 		fmt.Fprintf(w, "DIVERGED at step %d: the parameters or the loss became non-finite; training stopped\n", *out.DivergedAtStep)

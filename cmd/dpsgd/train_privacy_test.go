@@ -122,3 +122,16 @@ func TestTrainCalibrationProgressAndCancel(t *testing.T) {
 		t.Fatalf("exit %d, want 130: %s", code, stderr.String())
 	}
 }
+
+// TestTrainInfiniteEpsilonJSON: a σ so small that no finite ε exists at δ still gives a valid
+// JSON report: epsilon is null (never a number that looks like a guarantee), in the history too.
+func TestTrainInfiniteEpsilonJSON(t *testing.T) {
+	code, out, errOut := runCmd(t, "train", "--model", "logreg", "--epochs", "1", "--sigma", "1e-300", "--sampler", "allocation", "--json", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := lastJSON(t, out)
+	if m["epsilon"] != nil || m["history"].([]any)[0].(map[string]any)["epsilon"] != nil {
+		t.Fatalf("epsilon %v, history %v: want null", m["epsilon"], m["history"])
+	}
+}
