@@ -469,7 +469,7 @@ type trainJSON struct {
 	ResumedFromStep    *int   `json:"resumed_from_step"` // null: not resumed
 	Checkpoint         string `json:"checkpoint,omitempty"`
 	CheckpointsWritten int    `json:"checkpoints_written"`
-	LastCheckpointStep *int   `json:"last_checkpoint_step"` // null: none written
+	LastCheckpointStep *int   `json:"last_checkpoint_step"`            // null: none written
 	NonFiniteLoss      *int   `json:"non_finite_loss_steps,omitempty"` // --private-stats only
 	Diverged           bool   `json:"diverged"`
 	DivergedAtStep     *int   `json:"diverged_at_step,omitempty"`

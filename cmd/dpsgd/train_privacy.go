@@ -58,11 +58,11 @@ func (f *trainFlags) seedSourceText() string {
 // epochJSON is one epoch in the --json history. The fields computed from the training data
 // without privacy (pointers) appear only with --private-stats.
 type epochJSON struct {
-	Epoch   int     `json:"epoch"`
-	Steps   int     `json:"steps"`
-	TestAcc float64 `json:"test_accuracy"`
+	Epoch   int      `json:"epoch"`
+	Steps   int      `json:"steps"`
+	TestAcc float64  `json:"test_accuracy"`
 	Epsilon *float64 `json:"epsilon"` // 0 for a non-private run; null where no finite ε exists at δ
-	Seconds float64 `json:"seconds"`
+	Seconds float64  `json:"seconds"`
 
 	TrainLoss     *float64 `json:"train_loss,omitempty"` // null-free: a non-finite mean is left out
 	TrainAcc      *float64 `json:"train_accuracy,omitempty"`
