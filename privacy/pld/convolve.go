@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/dsp/fourier"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
+	"github.com/dpsgd/dpsgd/privacy"
 )
 
 // windowTail is the mass the Chernoff bound may leave outside the FFT
@@ -115,29 +116,40 @@ func window(k func(lambda float64) float64, interval float64, kmax int) (kl, ku 
 // copies rel = (1+r)ⁿ − 1 and abs = (1+r+a)ⁿ − (1+r)ⁿ.
 func convolve(a, b *PMF, n int) (*PMF, error) {
 	out := &PMF{interval: a.interval, pessimistic: a.pessimistic}
-	var kmax, base int
+	// The support's first index and extent, in float64: n·offset and
+	// n·(len−1) overflow int for a huge n.
+	var kmaxF, baseF float64
 	var k func(float64) float64
 	if b == nil {
 		out.inf = -math.Expm1(float64(n) * math.Log1p(-a.inf))
 		nf := float64(n)
 		out.rel = math.Expm1(nf * math.Log1p(a.rel))
 		out.err = math.Exp(nf*math.Log1p(a.rel+a.err)) - math.Exp(nf*math.Log1p(a.rel))
-		kmax, base = n*(len(a.probs)-1), n*a.offset
+		kmaxF, baseF = nf*float64(len(a.probs)-1), nf*float64(a.offset)
 		k = func(lam float64) float64 { return nf * logMGF(a.probs, a.interval, lam) }
 	} else {
 		out.inf = a.inf + b.inf - a.inf*b.inf
 		out.rel = a.rel + b.rel + a.rel*b.rel
 		out.err = a.err*(1+b.rel) + b.err*(1+a.rel) + a.err*b.err
-		kmax, base = len(a.probs)+len(b.probs)-2, a.offset+b.offset
+		kmaxF, baseF = float64(len(a.probs)+len(b.probs)-2), float64(a.offset)+float64(b.offset)
 		k = func(lam float64) float64 { return logMGF(a.probs, a.interval, lam) + logMGF(b.probs, a.interval, lam) }
 	}
 	if out.inf >= 1 || len(a.probs) == 0 || (b != nil && len(b.probs) == 0) {
 		out.inf = math.Min(out.inf, 1)
 		return out, nil
 	}
-	if math.Abs(float64(base)) > 1<<50 || kmax < 0 {
-		return nil, fmt.Errorf("pld: composition of %d mechanisms overflows the loss grid: %w", n, ErrGridTooLarge)
+	// The error bounds grow with the number of mechanisms whatever the
+	// grid (64 ulps relative per Gaussian step: 1 after about 5e13 steps);
+	// past 1 (or NaN, from ∞ − ∞) they certify nothing, and no σ or
+	// interval changes that, so this is not ErrGridTooLarge.
+	if !(out.rel < 1 && out.err < 1) {
+		return nil, fmt.Errorf("pld: composition of %d mechanisms: numerical error bounds (relative %g, absolute %g) reach 1 and certify no δ; the rdp accountant has no such limit: %w",
+			n, out.rel, out.err, privacy.ErrInvalidArgument)
 	}
+	if math.Abs(baseF) > 1<<50 || kmaxF > 1<<50 {
+		return nil, fmt.Errorf("pld: composition of %d mechanisms overflows the loss grid (support from index %g over %g points): %w", n, baseF, kmaxF+1, ErrGridTooLarge)
+	}
+	kmax, base := int(kmaxF), int(baseF)
 	kl, ku, tauL, tauU := window(k, a.interval, kmax)
 	wlen := ku - kl + 1
 	if wlen > maxGridLen {

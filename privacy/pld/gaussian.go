@@ -112,20 +112,34 @@ func (g *poissonGaussian) lossRange(tail float64) (lmin, lmax float64) {
 //
 //	ℓ(x) = ln(1 − q + q·e^{(2x−1)/(2σ²)})   (Mironov, Talwar & Zhang 2019),
 //
-// increasing in x; the add-direction loss is −ℓ(x).
+// increasing in x; the add-direction loss is −ℓ(x). The exponent is formed
+// as ((x − 1/2)/σ)/σ, since σ² overflows for σ ≳ 1e154.
 func (g *poissonGaussian) lossRemove(x float64) float64 {
-	u := (2*x - 1) / (2 * g.sigma * g.sigma)
+	u := (x - 0.5) / g.sigma / g.sigma
 	return numeric.LogAddExp(g.log1mq, g.logq+u)
 }
 
-// xRemove is the inverse of lossRemove: the x with ℓ(x) = l, −Inf for
-// l ≤ ln(1−q).
-func (g *poissonGaussian) xRemove(l float64) float64 {
-	d := numeric.LogSubExp(l, g.log1mq)
-	if math.IsInf(d, -1) {
-		return math.Inf(-1)
+// zRemove is the inverse of lossRemove in standardized form: the x with
+// ℓ(x) = l, as z0 = x/σ and z1 = (x−1)/σ (−Inf for l ≤ ln(1−q)). With
+// s = ln((e^l − 1 + q)/q), x = σ²s + 1/2; where σ²s overflows (σ ≳ 1e154),
+// z0 = σs + 1/(2σ) and z1 = σs − 1/(2σ) instead. The edge at l = 0 is
+// exact (s = 0, x = 1/2) for any σ. s is ln(e^l − (1−q)) − ln q (exact for
+// q = 1), except for q < 1 and |s| < 1, where that difference would lose the
+// digits of s below an ulp of ln q (all of them at l = 0), which σ then
+// multiplies: there s = log1p(expm1(l)/q), whose argument is in (−0.64, 1.8).
+func (g *poissonGaussian) zRemove(l float64) (z0, z1 float64) {
+	s := math.Inf(-1)
+	if d := numeric.LogSubExp(l, g.log1mq); !math.IsInf(d, -1) {
+		s = d - g.logq
 	}
-	return g.sigma*g.sigma*(d-g.logq) + 0.5
+	if g.q < 1 && math.Abs(s) < 1 {
+		s = math.Log1p(math.Expm1(l) / g.q)
+	}
+	if x := g.sigma*g.sigma*s + 0.5; !math.IsInf(x, 0) && !math.IsNaN(x) {
+		return x / g.sigma, (x - 1) / g.sigma
+	}
+	h := 0.5 / g.sigma
+	return g.sigma*s + h, g.sigma*s - h
 }
 
 // normCDFs holds Φ(z) and Φ̄(z) = 1 − Φ(z) at a point, each with full
@@ -194,7 +208,11 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	g := newPoissonGaussian(q, sigma, dir)
 	delta := o.Interval
 	lmin, lmax := g.lossRange(o.TailMass)
-	ilo, ihi := math.Floor(lmin/delta), math.Ceil(lmax/delta)
+	// The loss is 0 at x = 1/2, inside the range; the grid always holds
+	// −Δ, 0 and Δ, so that a range narrower than Δ (a large σ, where the
+	// loss is nearly a point mass at 0) still has the cells on both sides of
+	// loss 0 rather than one edge with half of P above it sent to +∞.
+	ilo, ihi := math.Min(math.Floor(lmin/delta), -1), math.Max(math.Ceil(lmax/delta), 1)
 	if ihi-ilo+1 > maxGridLen {
 		return nil, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
 			q, sigma, ihi-ilo+1, delta, maxGridLen, ErrGridTooLarge)
@@ -210,13 +228,11 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	edges := make([]edge, n)
 	for i := range edges {
 		l := float64(lo+i) * delta
-		var x float64
-		if dir == Remove {
-			x = g.xRemove(l)
-		} else {
-			x = g.xRemove(-l)
+		if dir == Add {
+			l = -l
 		}
-		e := edge{z0: x / sigma, z1: (x - 1) / sigma}
+		var e edge
+		e.z0, e.z1 = g.zRemove(l)
 		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
 		edges[i] = e
 	}
