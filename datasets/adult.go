@@ -68,10 +68,10 @@ type AdultRecord struct {
 
 // ReadAdultCSV parses UCI Adult records from r; name labels the errors. It accepts both files
 // as distributed: fields separated by "," with optional surrounding blanks, LF or CRLF line
-// endings, blank lines (skipped), lines starting with "|" (skipped: adult.test's first line
-// "|1x3 Cross validator"), labels "<=50K"/">50K" with or without the trailing "." of
-// adult.test. Categorical values are kept as written ("?" for missing); the encoder maps them
-// onto the public schema.
+// endings, blank lines (skipped), a first line starting with "|" (skipped: adult.test's
+// "|1x3 Cross validator"; a later line starting with "|" is a bad record), labels
+// "<=50K"/">50K" with or without the trailing "." of adult.test. Categorical values are kept
+// as written ("?" for missing); the encoder maps them onto the public schema.
 //
 // Bad input rejects the whole file with a *ParseError naming the line and the field, and no
 // records are returned: a row with the wrong field count, an empty categorical value, an
@@ -95,8 +95,11 @@ func ReadAdultCSV(r io.Reader, name string) ([]AdultRecord, error) {
 			text = strings.TrimPrefix(text, "\ufeff")
 		}
 		text = strings.TrimSpace(text)
-		if text == "" || text[0] == '|' {
+		if text == "" || line == 1 && text[0] == '|' {
 			continue
+		}
+		if text[0] == '|' {
+			return nil, &ParseError{File: name, Line: line, Offset: -1, Msg: "line starts with \"|\" (only a file's first line may: adult.test's \"|1x3 Cross validator\")"}
 		}
 		fields = splitAdult(fields[:0], text)
 		if len(fields) != adultFields {

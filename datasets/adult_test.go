@@ -399,6 +399,9 @@ func TestReadAdultCSVErrors(t *testing.T) {
 		{"bad label", strings.Replace(row, "<=50K", "50K+", 1), []string{"field 15 (income)", "label \"50K+\""}},
 		{"empty label", strings.Replace(row, "<=50K", "", 1), []string{"field 15 (income)"}},
 		{"long line", row + "\n" + strings.Repeat("x", 70000), []string{"f.csv:2:", "longer than"}},
+		{"pipe after a record", row + "\n|1x3 Cross validator\n" + row, []string{"f.csv:2:", "starts with \"|\""}},
+		{"pipe record", "|1x3 Cross validator\n" + row + "\n |" + row + "\n", []string{"f.csv:3:", "starts with \"|\""}},
+		{"pipe after a blank first line", "\n|1x3 Cross validator\n" + row, []string{"f.csv:2:", "starts with \"|\""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -698,4 +701,25 @@ func BenchmarkLoadAdult(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestLoadAdultPipeLine: only a file's first line may start with "|" (adult.test's
+// "|1x3 Cross validator", skipped); a later one, as a hostile row in adult.data would be,
+// rejects the file naming the line instead of silently changing N.
+func TestLoadAdultPipeLine(t *testing.T) {
+	dir := t.TempDir()
+	row := "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n"
+	writeFile(t, dir, "adult.data", []byte(row+row))
+	writeFile(t, dir, "adult.test", []byte("\ufeff|1x3 Cross validator\r\n"+row))
+	tr, te, err := LoadAdult(dir)
+	if err != nil || tr.N != 2 || te.N != 1 {
+		t.Fatalf("clean files: %v", err)
+	}
+	writeFile(t, dir, "adult.data", []byte(row+"|"+row+row))
+	_, _, err = LoadAdult(dir)
+	checkFormatErr(t, err, filepath.Join(dir, "adult.data")+":2:", "starts with \"|\"")
+	writeFile(t, dir, "adult.data", []byte(row+row))
+	writeFile(t, dir, "adult.test", []byte("|1x3 Cross validator\n"+row+"|1x3 Cross validator\n"))
+	_, _, err = LoadAdult(dir)
+	checkFormatErr(t, err, filepath.Join(dir, "adult.test")+":3:", "starts with \"|\"")
 }
