@@ -247,7 +247,10 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 		case f.set["sample-rate"]:
 			s.SampleRate = f.sampleRate
 		case sizes:
+			// q from N: N is public, so the guarantee is stated for zero-out adjacency
+			// (the numbers are add/remove's), as dpsgd train states it.
 			s.SampleRate = float64(f.batchSize) / float64(f.datasetSize)
+			s.PublicSize = true
 		default:
 			return nil, usagef("--sampler %s needs --sample-rate, or --batch-size with --dataset-size", f.sampler)
 		}
@@ -261,6 +264,7 @@ func (f *accountFlags) resolve() (*accountSetup, error) {
 				return nil, usagef("--sampler poisson-truncated needs --dataset-size")
 			}
 			s.DatasetSize = f.datasetSize
+			s.PublicSize = true // the truncation bound uses N: public, zero-out adjacency
 			s.MaxBatch = f.maxBatch
 			if !f.set["max-batch"] {
 				s.MaxBatch = sampler.DefaultMaxBatch(f.datasetSize, s.SampleRate)

@@ -591,8 +591,13 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats bool) {
-	fmt.Fprintf(w, "test accuracy %.4f after %d epochs (%d steps, %.0f examples/s, %.1f s)\n",
-		out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
+	if out.Steps == 0 {
+		// Nothing trained and nothing evaluated: no accuracy to show (the JSON keeps its 0).
+		fmt.Fprintf(w, "no step taken: test accuracy not measured (%.1f s)\n", out.Seconds)
+	} else {
+		fmt.Fprintf(w, "test accuracy %.4f after %d epochs (%d steps, %.0f examples/s, %.1f s)\n",
+			out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
+	}
 	fmt.Fprintf(w, "privacy: %s\n", out.Guarantee)
 	switch {
 	case out.StoppedByBudget && out.Noise == engine.NoiseBall:
