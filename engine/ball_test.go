@@ -29,11 +29,11 @@ func TestBallNoiseStep(t *testing.T) {
 		idx[i] = 3 * i
 	}
 	// The clean clipped sum, then the noisy step on the same batch and parameters.
-	clean := make([][]float64, len(r.grads))
+	clean := make([][]float64, len(r.sums))
 	if _, err := r.clippedSum(train, idx); err != nil {
 		t.Fatal(err)
 	}
-	for p, g := range r.grads {
+	for p, g := range r.sums {
 		clean[p] = append([]float64(nil), g...)
 	}
 	const step, batch = 5, 100.0

@@ -210,7 +210,7 @@ func (r *run[T]) localStep(ds *datasets.Dataset, idx []int, std float64, key ker
 		return st, err
 	}
 	if std > 0 {
-		for p, g := range r.grads {
+		for p, g := range r.sums {
 			k := key
 			k.Tensor = uint32(p)
 			kernels.AddGaussian(g, std, k)

@@ -25,10 +25,11 @@ type replica[T kernels.Float] struct {
 	norm2, coef, rowCoef []float64
 	slack2               []float64 // convolution layers' additive rounding bound (convSqNorms)
 	asq, esq             []float64
-	grads                [][]T // this replica's clipped sums, one per parameter
-	tmp                  [][]T // one physical batch's clipped sums
+	grads                [][]float64 // this replica's clipped sums, one per parameter
+	tmp                  [][]float64 // one physical batch's clipped sums
 	scratch              []T
-	gi                   []T // one example's gradient of a convolution layer
+	wide                 []float64 // kernels.ClippedSumWide's float64 copies (float32 T)
+	gi                   []T       // one example's gradient of a convolution layer
 
 	loss      float64
 	correct   int
@@ -60,11 +61,12 @@ func newReplica[T kernels.Float](arch nn.Arch, params *nn.Params, phys int) (*re
 		norm2: make([]float64, phys), coef: make([]float64, phys), slack2: make([]float64, phys),
 		asq: make([]float64, phys), esq: make([]float64, phys),
 	}
-	maxRows, maxScratch, maxGi := 0, 0, 0
+	maxRows, maxScratch, maxWide, maxGi := 0, 0, 0, 0
 	for _, l := range params.Shapes {
 		rows := phys * l.Positions
 		maxRows = max(maxRows, rows)
 		maxScratch = max(maxScratch, rows*l.Out)
+		maxWide = max(maxWide, rows*(l.In+l.Out))
 		if l.Positions > 1 {
 			maxGi = max(maxGi, (l.In+1)*l.Out)
 		}
@@ -72,10 +74,13 @@ func newReplica[T kernels.Float](arch nn.Arch, params *nn.Params, phys int) (*re
 	r.rowCoef = make([]float64, maxRows)
 	r.scratch = make([]T, maxScratch)
 	r.gi = make([]T, maxGi)
+	if u, _ := unitRoundoff[T](); u > 0x1p-53 {
+		r.wide = make([]float64, maxWide)
+	}
 	for _, p := range params.List {
 		n := p.Value.Shape().TotalSize()
-		r.grads = append(r.grads, make([]T, n))
-		r.tmp = append(r.tmp, make([]T, n))
+		r.grads = append(r.grads, make([]float64, n))
+		r.tmp = append(r.tmp, make([]float64, n))
 	}
 	return r, nil
 }
@@ -109,7 +114,8 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 }
 
 // physical runs one physical batch through the graph and adds its clipped per-example
-// gradients into r.grads (docs/design.md steps 2–5).
+// gradients into r.grads (docs/design.md steps 2–5). The sums are float64 whatever T is: see
+// gradStep.
 func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, clip float64) error {
 	r.fill(ds, rows, mask)
 	if err := r.net.Run(r.x, r.y); err != nil {
@@ -161,7 +167,7 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 			}
 		}
 		wi, bi := 2*li, 2*li+1
-		kernels.ClippedSum(r.tmp[wi], r.tmp[bi], t.A().Data().([]T), t.E().Data().([]T), rows, s.In, s.Out, rc, r.scratch)
+		kernels.ClippedSumWide(r.tmp[wi], r.tmp[bi], t.A().Data().([]T), t.E().Data().([]T), rows, s.In, s.Out, rc, r.scratch, r.wide)
 		addInto(r.grads[wi], r.tmp[wi])
 		addInto(r.grads[bi], r.tmp[bi])
 	}
@@ -255,7 +261,7 @@ func unitRoundoff[T kernels.Float]() (u, eta float64) {
 	return 0x1p-53, 0x1p-1074
 }
 
-func addInto[T kernels.Float](dst, src []T) {
+func addInto(dst, src []float64) {
 	for i, v := range src {
 		dst[i] += v
 	}
@@ -293,8 +299,27 @@ type StepStats struct {
 	Clipped   int     // examples whose gradient norm exceeded the clip norm
 }
 
-// gradStep computes the summed clipped gradient of one logical batch into grads.
-func gradStep[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, idx []int, phys int, clip float64, grads [][]T, rowsBuf []int, maskBuf []float64) (StepStats, error) {
+// gradStep computes the summed clipped gradient of one logical batch into grads, in float64
+// whatever T is.
+//
+// Why float64: the accountants assume that one record moves the clipped sum by at most C.
+// Each record's clipped gradient is within C (kernels.ClipBound), but a sum rounded in float32
+// rounds the other records' contributions differently with and without the record, which
+// moved a float32 sum by up to 1.0013·C at logical batch 2¹⁴ (1.0004·C in the setting of
+// TestAdversarialAccumulationRounding). In float64 the
+// per-layer sums are exact products summed with rounding (kernels.ClippedSumWide), then added
+// across physical batches and replicas in a fixed order. What remains: each entry is within
+// γₘ·Σ|terms|, γₘ = m·2⁻⁵³/(1 − m·2⁻⁵³), of the exact sum of the clipped gradients, m the
+// additions into it (the rows of a physical batch, times positions for a convolution, plus the
+// physical batches of a replica plus the replicas). For dense layers ‖Σᵢ|Gᵢ|‖ ≤ N·C over the
+// N records, so the two sums with and without a record differ by at most C + 2·γₘ·N·C:
+// about C·(1 + 2⁻²⁴) for N = m = 2¹⁴ and C·(1 + 2⁻¹²) for 2²⁰ (for a convolution, Σ|terms|
+// also counts the positions' products before they cancel). The accountants do not charge
+// this residual; it is some 10⁴ times below the float32 rounding it replaces at N = 2¹⁴.
+// The noise is then added to the float64 sum (run.step) and the result rounded to T only
+// after it: post-processing of the noisy release, whose rounding does not depend on the
+// record except through released values.
+func gradStep[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, idx []int, phys int, clip float64, grads [][]float64, rowsBuf []int, maskBuf []float64) (StepStats, error) {
 	rows, mask, k := sampler.Chunks(idx, phys, rowsBuf, maskBuf)
 	for _, r := range reps {
 		r.reset()

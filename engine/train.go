@@ -306,7 +306,8 @@ type run[T kernels.Float] struct {
 	ema    *nn.Params
 	reps   []*replica[T]
 	evals  []*evaluator[T]
-	grads  [][]T
+	sums   [][]float64 // the clipped sum and its noise, in float64 (see gradStep)
+	grads  [][]T       // the noisy sum over the expected batch, rounded to T
 	opt    *optimizer[T]
 	rows   []int
 	mask   []float64
@@ -370,6 +371,7 @@ func (r *run[T]) build() error {
 		n := p.Value.Shape().TotalSize()
 		sizes = append(sizes, n)
 		r.grads = append(r.grads, make([]T, n))
+		r.sums = append(r.sums, make([]float64, n))
 	}
 	r.opt = newOptimizer[T](cfg.Optimizer, sizes)
 	return nil
@@ -389,15 +391,15 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 	case r.cfg.Noise == NoiseBall:
 		// One draw uniform in the ball over all parameters together: the
 		// mechanism's d is the total parameter count.
-		kernels.AddBall(r.grads, r.cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: uint64(step)})
+		kernels.AddBall(r.sums, r.cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: uint64(step)})
 	case r.secure != nil:
 		std := r.cfg.Sigma * r.cfg.Clip
-		for _, g := range r.grads {
+		for _, g := range r.sums {
 			kernels.AddSecureGaussian(r.secure, g, std)
 		}
 	default:
 		std := r.cfg.Sigma * r.cfg.Clip
-		for p, g := range r.grads {
+		for p, g := range r.sums {
 			kernels.AddGaussian(g, std, kernels.NoiseKey{Seed: r.noise, Step: uint64(step), Tensor: uint32(p)})
 		}
 	}
@@ -410,24 +412,25 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 	return st, nil
 }
 
-// clippedSum computes the batch idx's clipped per-example gradient sum into r.grads
-// (docs/design.md steps 2–5); a non-private run does not clip.
+// clippedSum computes the batch idx's clipped per-example gradient sum into r.sums, in float64
+// (docs/design.md steps 2–5; gradStep says why float64); a non-private run does not clip.
 func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
 	clip := kernels.ClipBound[T](r.cfg.Clip) // C less the float rounding margin: ‖clipped gᵢ‖ ≤ C
 	if r.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}
-	return gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.grads, r.rows, r.mask)
+	return gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.sums, r.rows, r.mask)
 }
 
-// update divides the noisy sum in r.grads by the expected (public) batch size, never the
-// realized one, checks that it is finite, and takes an optimizer step at rate lr
-// (docs/design.md step 7).
+// update divides the noisy float64 sum in r.sums by the expected (public) batch size, never
+// the realized one, rounds it to T into r.grads (after the noise: post-processing), checks
+// that it is finite, and takes an optimizer step at rate lr (docs/design.md step 7). For a
+// float64 T this is the former in-place g·(1/expected), bit for bit.
 func (r *run[T]) update(expectedBatch, lr float64) error {
-	inv := T(1 / expectedBatch)
-	for _, g := range r.grads {
-		for j := range g {
-			g[j] *= inv
+	inv := 1 / expectedBatch
+	for p, g := range r.grads {
+		for j, v := range r.sums[p] {
+			g[j] = T(v * inv)
 		}
 	}
 	if err := checkFinite(r.grads); err != nil {

@@ -337,6 +337,52 @@ func ClippedSum[T Float](dstW, dstB []T, a, e []T, b, d, h int, c []float64, scr
 		checkLen("dstB", len(dstB), h)
 	}
 	s := scratch[:b*h]
+	scaleErrors(s, e, b, h, c)
+	sumScaled(dstW, dstB, a, s, b, d, h, c)
+}
+
+// ClippedSumWide is ClippedSum with float64 sums: the scaled error rows ẽᵢ are formed in T
+// exactly as ClippedSum forms them (into scratch, length ≥ b·h), then for a float32 T the rows
+// of A and of scratch are widened into wide (length ≥ b·(d+h)) and dstW = Aᵀ·diag(c)·E and
+// dstB = 1ᵀ·diag(c)·E are summed in float64. Every product of two float32 values is exact in
+// float64, so each entry of dstW and dstB is the exact sum Σᵢ cᵢ·aᵢⱼ·ẽᵢₖ of the per-example
+// clipped gradients up to the float64 rounding of the sum, at most γ_b·Σᵢ|terms| with
+// γ_b = b·2⁻⁵³/(1 − b·2⁻⁵³) (no underflow: products of float32 values are far above float64's
+// subnormals). For a float64 T it is ClippedSum itself and wide is not used (may be nil).
+// dstB is skipped when nil; dstW and dstB are overwritten. Rows with cᵢ == 0 contribute
+// exactly 0, as in ClippedSum.
+func ClippedSumWide[T Float](dstW, dstB []float64, a, e []T, b, d, h int, c []float64, scratch []T, wide []float64) {
+	if !is32[T]() {
+		ClippedSum(dstW, dstB, asF64(a), asF64(e), b, d, h, c, asF64(scratch))
+		return
+	}
+	if b < 0 || d < 0 || h < 0 {
+		panic(fmt.Sprintf("kernels: negative dimension b=%d d=%d h=%d", b, d, h))
+	}
+	checkLen("dstW", len(dstW), d*h)
+	checkLen("a", len(a), b*d)
+	checkLen("e", len(e), b*h)
+	checkLen("c", len(c), b)
+	checkLen("scratch", len(scratch), b*h)
+	checkLen("wide", len(wide), b*(d+h))
+	if dstB != nil {
+		checkLen("dstB", len(dstB), h)
+	}
+	s := scratch[:b*h]
+	scaleErrors(s, e, b, h, c)
+	wa, ws := wide[:b*d], wide[b*d:b*(d+h)]
+	for i, v := range a[:b*d] {
+		wa[i] = float64(v)
+	}
+	for i, v := range s {
+		ws[i] = float64(v)
+	}
+	sumScaled(dstW, dstB, wa, ws, b, d, h, c)
+}
+
+// scaleErrors sets s to diag(c)·E: rows with cᵢ = 0 to exactly 0, rows with cᵢ = 1 copied,
+// others scaled by ClipScaleRow.
+func scaleErrors[T Float](s, e []T, b, h int, c []float64) {
 	for i := range b {
 		row, src := s[i*h:(i+1)*h], e[i*h:(i+1)*h]
 		switch ci := c[i]; ci {
@@ -348,6 +394,11 @@ func ClippedSum[T Float](dstW, dstB []T, a, e []T, b, d, h int, c []float64, scr
 			ClipScaleRow(row, src, ci)
 		}
 	}
+}
+
+// sumScaled sets dstW = Aᵀ·S and (dstB non-nil) dstB = 1ᵀ·S over the rows of S = diag(c)·E,
+// leaving out rows with cᵢ = 0 whose activations are not finite (see ClippedSum).
+func sumScaled[D Float](dstW, dstB []D, a, s []D, b, d, h int, c []float64) {
 	if dstB != nil {
 		bias := dstB[:h]
 		clear(bias)

@@ -613,3 +613,57 @@ func TestClipBound(t *testing.T) {
 		t.Errorf("ClipBound(+Inf) is not +Inf")
 	}
 }
+
+// TestClippedSumWide: the float64 sums of float32 inputs equal a float64 ClippedSum over the
+// widened activations and the error rows scaled in float32 (bit for bit: the same GEMM), and
+// a dropped row with non-finite activations contributes nothing.
+func TestClippedSumWide(t *testing.T) {
+	const b, d, h = 9, 5, 3
+	r := rand.New(rand.NewPCG(3, 4))
+	a, e := make([]float32, b*d), make([]float32, b*h)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range e {
+		e[i] = float32(r.NormFloat64())
+	}
+	c := []float64{1, 0.3, 0, 1, 0.01, 0.7, 0, 1, 0.5}
+	a[2*d+1] = float32(math.NaN()) // dropped row
+	w, bias := make([]float64, d*h), make([]float64, h)
+	ClippedSumWide(w, bias, a, e, b, d, h, c, make([]float32, b*h), make([]float64, b*(d+h)))
+	s := make([]float32, b*h)
+	ClippedSum(make([]float32, d*h), make([]float32, h), a, e, b, d, h, c, s)
+	wa, ws, c01 := make([]float64, b*d), make([]float64, b*h), make([]float64, b)
+	for i, v := range a {
+		wa[i] = float64(v)
+	}
+	for i, v := range s {
+		ws[i] = float64(v)
+	}
+	for i, ci := range c {
+		if ci != 0 {
+			c01[i] = 1
+		}
+	}
+	ww, wb := make([]float64, d*h), make([]float64, h)
+	ClippedSum(ww, wb, wa, ws, b, d, h, c01, make([]float64, b*h))
+	for j := range ww {
+		if math.Float64bits(w[j]) != math.Float64bits(ww[j]) || math.IsNaN(w[j]) {
+			t.Fatalf("w[%d] = %v, want %v", j, w[j], ww[j])
+		}
+	}
+	for j := range wb {
+		if math.Float64bits(bias[j]) != math.Float64bits(wb[j]) {
+			t.Fatalf("bias[%d] = %v, want %v", j, bias[j], wb[j])
+		}
+	}
+	// float64 T: ClippedSum itself.
+	w64, b64 := make([]float64, d*h), make([]float64, h)
+	ClippedSumWide(w64, b64, wa, ws, b, d, h, c, make([]float64, b*h), nil)
+	ClippedSum(ww, wb, wa, ws, b, d, h, c, make([]float64, b*h))
+	for j := range ww {
+		if math.Float64bits(w64[j]) != math.Float64bits(ww[j]) {
+			t.Fatalf("float64 w[%d] = %v, want %v", j, w64[j], ww[j])
+		}
+	}
+}
