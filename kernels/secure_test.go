@@ -447,3 +447,47 @@ func TestAcceptExpSqueeze(t *testing.T) {
 		}
 	}
 }
+
+// TestGridRoundingSensitivity checks, independently of the formula it justifies, the
+// sensitivity that secure mode's σ_eff = σC/(C + g√d) assumes (engine.SecureEffectiveSigma):
+// two clipped sums at distance at most C are at most C + g√d apart after rounding to the
+// noise's grid g, over random pairs; and the g√d term is needed — two sums that straddle the
+// midpoints of the grid in every coordinate, a hair apart, round g√d apart.
+func TestGridRoundingSensitivity(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(3, 4))
+	const d, clip = 64, 1.0
+	for _, std := range []float64{1e-3, 0.7, 1, 123.4} {
+		gs := newGridSampler(std)
+		g := gs.g
+		bound := clip + g*math.Sqrt(d)
+		x, y := make([]float64, d), make([]float64, d)
+		for range 2000 {
+			var n2 float64
+			for j := range x {
+				x[j] = 10 * std * rng.NormFloat64()
+				y[j] = rng.NormFloat64()
+				n2 += y[j] * y[j]
+			}
+			scale := clip * rng.Float64() / math.Sqrt(n2)
+			var r2 float64
+			for j := range x {
+				diff := gs.roundToGrid(x[j]+y[j]*scale) - gs.roundToGrid(x[j])
+				r2 += diff * diff
+			}
+			if r := math.Sqrt(r2); !(r <= bound) {
+				t.Fatalf("std %g: rounded sums %v apart, above C + g√d = %v", std, r, bound)
+			}
+		}
+		// Straddling every midpoint: k·g + g/2 ∓ g/8 round to k·g and (k+1)·g.
+		var r2 float64
+		for range d {
+			k := float64(rng.IntN(1000) - 500)
+			lo, hi := (k+0.5-0.125)*g, (k+0.5+0.125)*g
+			diff := gs.roundToGrid(hi) - gs.roundToGrid(lo)
+			r2 += diff * diff
+		}
+		if r := math.Sqrt(r2); math.Abs(r-g*math.Sqrt(d)) > 1e-12*r {
+			t.Fatalf("std %g: straddling sums %g·g√d apart after rounding, want g√d", std, r/(g*math.Sqrt(d)))
+		}
+	}
+}
