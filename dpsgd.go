@@ -59,10 +59,9 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
 
-// MaxSteps bounds a run's total number of steps (epochs × steps per epoch), far beyond any
-// run that can finish, so that step counts never overflow in the loop, the schedules or the
-// accountants.
-const MaxSteps = 1 << 40
+// MaxSteps bounds a run's total number of steps (engine.MaxSteps): Resolve refuses more,
+// before any calibration.
+const MaxSteps = engine.MaxSteps
 
 // ErrInvalid is wrapped by every error of Resolve and NewSampler about a plan that is not a
 // valid private run: a field outside its valid range, an accountant that is not an (ε, δ)

@@ -268,18 +268,20 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 	return trainT[float32](ctx, cfg, train, test, smp, pv, prog)
 }
 
-// maxSteps bounds a run's total steps, so that step counts never overflow.
-const maxSteps = 1 << 40
+// MaxSteps bounds a run's total number of steps (epochs × steps per epoch), far beyond any
+// run that can finish, so that step counts never overflow in the loop, the schedules or the
+// accountants.
+const MaxSteps = 1 << 40
 
-// checkRange refuses, before any step, a run whose numbers could overflow: more than maxSteps
+// checkRange refuses, before any step, a run whose numbers could overflow: more than MaxSteps
 // steps, or a clip norm and noise so large that the clipped sum of n examples plus its noise
 // (at most n·C + 64·σ·C per coordinate; the ball's radius for ball noise) could leave the
 // range of the dtype, with a margin of 2²⁰ for the division and the update. Overflow there
 // would depend on the data (whether a record is present), and a stop it caused would reveal
 // it; refusing up front depends on public numbers only.
 func checkRange(cfg *Config, n, perEpoch int) error {
-	if perEpoch > 0 && cfg.Epochs > maxSteps/perEpoch {
-		return fmt.Errorf("epochs %d: with %d steps per epoch, more than %d steps in all", cfg.Epochs, perEpoch, maxSteps)
+	if perEpoch > 0 && cfg.Epochs > MaxSteps/perEpoch {
+		return fmt.Errorf("epochs %d: with %d steps per epoch, more than %d steps in all", cfg.Epochs, perEpoch, MaxSteps)
 	}
 	if cfg.NonPrivate {
 		return nil

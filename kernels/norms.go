@@ -221,8 +221,7 @@ func ScaleRows[T Float](a []T, rows, cols int, c []float64) {
 // that the sensitivity the accountants assume, C, holds exactly, not within 1 + 1.2·10⁻⁷.
 // The noise stays σ·clip. clip = +Inf (no clipping) is returned as it is.
 func ClipBound[T Float](clip float64) float64 {
-	var zero T
-	if _, f32 := any(zero).(float32); f32 {
+	if is32[T]() {
 		return clip * (1 - 0x1p-21)
 	}
 	return clip * (1 - 0x1p-29)
@@ -325,20 +324,26 @@ func clipScaleRow64(dst, src []float64, c float64) {
 // scratch in the GEMM, since 0·NaN = NaN; in that rare case the GEMM is split
 // into the runs of rows between such rows, giving the same sum.)
 func ClippedSum[T Float](dstW, dstB []T, a, e []T, b, d, h int, c []float64, scratch []T) {
-	if b < 0 || d < 0 || h < 0 {
-		panic(fmt.Sprintf("kernels: negative dimension b=%d d=%d h=%d", b, d, h))
-	}
-	checkLen("dstW", len(dstW), d*h)
-	checkLen("a", len(a), b*d)
-	checkLen("e", len(e), b*h)
-	checkLen("c", len(c), b)
-	checkLen("scratch", len(scratch), b*h)
-	if dstB != nil {
-		checkLen("dstB", len(dstB), h)
-	}
+	checkClippedSumLens(len(dstW), len(dstB), len(a), len(e), len(c), len(scratch), b, d, h)
 	s := scratch[:b*h]
 	scaleErrors(s, e, b, h, c)
 	sumScaled(dstW, dstB, a, s, b, d, h, c)
+}
+
+// checkClippedSumLens panics unless the lengths fit a clipped sum of b rows of A (b×d) and E
+// (b×h); a bias length of 0 means no bias.
+func checkClippedSumLens(nW, nB, nA, nE, nC, nScratch, b, d, h int) {
+	if b < 0 || d < 0 || h < 0 {
+		panic(fmt.Sprintf("kernels: negative dimension b=%d d=%d h=%d", b, d, h))
+	}
+	checkLen("dstW", nW, d*h)
+	checkLen("a", nA, b*d)
+	checkLen("e", nE, b*h)
+	checkLen("c", nC, b)
+	checkLen("scratch", nScratch, b*h)
+	if nB != 0 {
+		checkLen("dstB", nB, h)
+	}
 }
 
 // ClippedSumWide is ClippedSum with float64 sums: the scaled error rows ẽᵢ are formed in T
@@ -356,18 +361,8 @@ func ClippedSumWide[T Float](dstW, dstB []float64, a, e []T, b, d, h int, c []fl
 		ClippedSum(dstW, dstB, asF64(a), asF64(e), b, d, h, c, asF64(scratch))
 		return
 	}
-	if b < 0 || d < 0 || h < 0 {
-		panic(fmt.Sprintf("kernels: negative dimension b=%d d=%d h=%d", b, d, h))
-	}
-	checkLen("dstW", len(dstW), d*h)
-	checkLen("a", len(a), b*d)
-	checkLen("e", len(e), b*h)
-	checkLen("c", len(c), b)
-	checkLen("scratch", len(scratch), b*h)
+	checkClippedSumLens(len(dstW), len(dstB), len(a), len(e), len(c), len(scratch), b, d, h)
 	checkLen("wide", len(wide), b*(d+h))
-	if dstB != nil {
-		checkLen("dstB", len(dstB), h)
-	}
 	s := scratch[:b*h]
 	scaleErrors(s, e, b, h, c)
 	wa, ws := wide[:b*d], wide[b*d:b*(d+h)]
