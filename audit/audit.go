@@ -421,7 +421,7 @@ func newDesign(cfg Config) (*design, error) {
 		engineConf: engine.Config{
 			Arch: nn.LogReg([]int{d}, 2), Dtype: dtype,
 			PhysicalBatch: cfg.Batch, Replicas: 1, Clip: cfg.Clip, Sigma: cfg.Sigma,
-			Optimizer: engine.OptimizerConfig{Name: "sgd", LR: cfg.LR, Schedule: "constant"},
+			Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: cfg.LR, Schedule: "constant"},
 			EvalBatch: 1,
 		},
 	}, nil
@@ -533,7 +533,9 @@ func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 	if err := wk.l.SetParams(wk.zero); err != nil {
 		return 0, err
 	}
-	wk.l.ResetOptimizer()
+	if err := wk.l.ResetOptimizer(); err != nil {
+		return 0, err
+	}
 	copy(wk.prev, wk.zero)
 	unit := d.divisor / (cfg.LR * cfg.Sigma * cfg.Clip) // parameter change → noise units
 	score := 0.0
@@ -577,7 +579,9 @@ func (wk *worker) run(ctx context.Context, world, i int) (float64, error) {
 		if st.NonFinite > own {
 			wk.collateral += st.NonFinite - own
 		}
-		wk.cur = wk.l.Params(wk.cur)
+		if wk.cur, err = wk.l.Params(wk.cur); err != nil {
+			return 0, fmt.Errorf("audit: world %d run %d step %d: %w", world, i, step, err)
+		}
 		y := ((wk.cur[d.c0] - wk.prev[d.c0]) - (wk.cur[d.c1] - wk.prev[d.c1])) / math.Sqrt2 * unit
 		wk.prev, wk.cur = wk.cur, wk.prev
 		switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gonum.org/v1/gonum/stat/distuv"
@@ -385,7 +386,7 @@ func TestStepCUDAFake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the fake CUDA driver")
 	}
-	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir())
+	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir(), kcuda.Source())
 	if err != nil && strings.Contains(err.Error(), "gcc not found") {
 		t.Skip(err)
 	} else if err != nil {
@@ -419,7 +420,7 @@ func TestStepCUDAFake(t *testing.T) {
 	cnn := nn.CNN([]int{1, 28, 28}, 3, []int{8}, nn.Tanh)
 	res, err = Step(context.Background(), StepConfig{Model: "cnn", Arch: cnn, BatchSizes: []int{4}, Device: DeviceCUDA,
 		MinTime: time.Millisecond, MinSteps: 1, Seed: 1, CUDA: cuda.Options{LibCUDA: libcuda, LibCUBLAS: libcublas}})
-	if err != nil || len(res.Rows) != 1 || res.Rows[0].Available || !strings.Contains(res.Rows[0].Note, "dense float32") {
+	if err != nil || len(res.Rows) != 1 || res.Rows[0].Available || !strings.Contains(res.Rows[0].Note, "convolutional models") {
 		t.Fatalf("cnn on cuda: %v %+v", err, res)
 	}
 }

@@ -72,7 +72,7 @@ type StepResult struct {
 // uniformly), plain SGD at learning rate 0.1: the method of engine's BenchmarkStep. The two
 // modes are measured interleaved (DP, non-private, non-private, DP, ...) in one run, so that
 // load from other processes affects both alike. On the GPU (device cuda, or auto when a GPU is
-// there) the steps are cuda.Trainer's, float32 dense models only, with the data on the device;
+// there) the steps are the engine's CUDA backend's, float32 dense models only, with the data on the device;
 // a GPU that is not there or cannot run the model gives rows marked unavailable with the
 // reason, so the table says why a column is missing.
 func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
@@ -119,16 +119,13 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 	default:
 		return nil, fmt.Errorf("bench: step: device %q: want cpu, auto or cuda: %w", cfg.Device, ErrInvalid)
 	}
-	var dev *cuda.Device
-	why := ""
+	devName, why := "", ""
 	if gpu {
 		var err error
-		if len(cfg.Arch.Conv) > 0 || cfg.Dtype != tensor.Float32 {
-			why = "the GPU step runs dense float32 models only"
-		} else if dev, err = cuda.Open(cfg.CUDA); err != nil {
+		if err = engine.CUDASupport(&engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype}); err != nil {
 			why = err.Error()
-		} else {
-			defer dev.Close()
+		} else if devName, err = engine.ProbeDevice(cfg.CUDA); err != nil {
+			why = err.Error()
 		}
 	}
 	for _, b := range cfg.BatchSizes {
@@ -140,15 +137,15 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 			row.Device = DeviceCPU
 			res.Rows = append(res.Rows, row)
 		}
-		if gpu && dev == nil && (cfg.Device == DeviceCUDA || b == cfg.BatchSizes[0]) {
+		if gpu && devName == "" && (cfg.Device == DeviceCUDA || b == cfg.BatchSizes[0]) {
 			res.Rows = append(res.Rows, StepRow{Device: DeviceCUDA, BatchSize: b, Note: "unavailable: " + why})
 		}
-		if dev != nil {
-			row, err := stepRow(ctx, cfg, b, gpuSteppers(dev))
+		if devName != "" {
+			row, err := stepRow(ctx, cfg, b, gpuSteppers)
 			if err != nil {
 				return nil, err
 			}
-			row.Device, row.Note = DeviceCUDA, dev.Info().String()
+			row.Device, row.Note = DeviceCUDA, devName
 			res.Rows = append(res.Rows, row)
 		}
 	}
@@ -161,8 +158,18 @@ type stepper func(idx []int, n int) (time.Duration, error)
 // steppers builds the DP (index 0) and non-private (1) steppers of a row on ds; close frees them.
 type steppers func(cfg StepConfig, phys, batch int, ds *datasets.Dataset) (modes [2]stepper, close func(), err error)
 
-// cpuSteppers runs engine.Learner steps, as engine's BenchmarkStep.
+// cpuSteppers and gpuSteppers run engine.Learner steps, as engine's BenchmarkStep: on the CPU,
+// and on the CUDA backend (the data uploaded at the first step; a step returns after the
+// device finished, as it reads the step's statistics back).
 func cpuSteppers(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
+	return learnerSteppers(engine.DeviceCPU, cfg, phys, batch, ds)
+}
+
+func gpuSteppers(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
+	return learnerSteppers(engine.DeviceCUDA, cfg, phys, batch, ds)
+}
+
+func learnerSteppers(device string, cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
 	var modes [2]stepper
 	var learners []*engine.Learner
 	closeAll := func() {
@@ -172,7 +179,8 @@ func cpuSteppers(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]step
 	}
 	for i := range modes {
 		ec := engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype, PhysicalBatch: phys, Replicas: cfg.Replicas, Epochs: 1,
-			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.1}}
+			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: 0.1},
+			Device: device, CUDA: cfg.CUDA}
 		l, err := engine.NewLearner(ec)
 		if err != nil {
 			closeAll()
@@ -190,42 +198,6 @@ func cpuSteppers(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]step
 		}
 	}
 	return modes, closeAll, nil
-}
-
-// gpuSteppers runs cuda.Trainer steps on dev (the data uploaded once; Step returns after the
-// device finished, as it reads the step's statistics back).
-func gpuSteppers(dev *cuda.Device) steppers {
-	return func(cfg StepConfig, phys, batch int, ds *datasets.Dataset) ([2]stepper, func(), error) {
-		var modes [2]stepper
-		var trainers []*cuda.Trainer
-		closeAll := func() {
-			for _, t := range trainers {
-				_ = t.Close()
-			}
-		}
-		params, err := nn.NewParams(cfg.Arch, tensor.Float32, cfg.Seed)
-		if err != nil {
-			return modes, nil, fmt.Errorf("bench: step: %w", err)
-		}
-		for i := range modes {
-			tc := cuda.TrainerConfig{Arch: cfg.Arch, PhysicalBatch: phys, Clip: 1, Sigma: 1, NonPrivate: i == 1, NoiseSeed: cfg.Seed}
-			if i == 1 {
-				tc.Clip, tc.Sigma = 0, 0
-			}
-			t, err := cuda.NewTrainer(dev, tc, params, ds)
-			if err != nil {
-				closeAll()
-				return modes, nil, fmt.Errorf("bench: step: cuda: %w", err)
-			}
-			trainers = append(trainers, t)
-			modes[i] = func(idx []int, n int) (time.Duration, error) {
-				t0 := time.Now()
-				_, err := t.Step(idx, n, float64(batch), 0.1)
-				return time.Since(t0), err
-			}
-		}
-		return modes, closeAll, nil
-	}
 }
 
 // stepRow measures one batch size.

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 	"unsafe"
-
-	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 )
 
 // Options configure Open. The zero value opens device 0 with the default libraries and the
@@ -21,7 +19,9 @@ type Options struct {
 	LibCUBLAS string        // cuBLAS path; "" = $DPSGD_LIBCUBLAS, else libcublas.so.13/.12/.11
 	Ordinal   int           // device ordinal, ≥ 0
 	Timeout   time.Duration // deadline of one request to the device goroutine; 0 = 2 minutes
-	PTX       string        // kernel module; "" = the embedded kernels/cuda PTX
+	// PTX is the kernel module (the text of dpsgd.ptx, which package kernels/cuda embeds: the
+	// device layer takes it as data and knows no kernel package). Required.
+	PTX string
 }
 
 // Info describes the opened device.
@@ -73,10 +73,10 @@ type request struct {
 	reply chan error
 }
 
-// Available reports whether a CUDA device can be opened with the default options (the
-// environment variables included) and, if not, why. It opens and closes the device.
-func Available() (ok bool, why string) {
-	d, err := Open(Options{})
+// Available reports whether a CUDA device can be opened with opts (the environment variables
+// included) and, if not, why. It opens and closes the device.
+func Available(opts Options) (ok bool, why string) {
+	d, err := Open(opts)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -99,9 +99,6 @@ func Open(opts Options) (*Device, error) {
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
-	}
-	if opts.PTX == "" {
-		opts.PTX = kcuda.PTX()
 	}
 	d := &Device{
 		reqs: make(chan request), quit: make(chan struct{}), exited: make(chan struct{}),
@@ -238,6 +235,9 @@ var (
 // loadModule loads the PTX (NUL-terminated copy) and looks up every .entry, recording its
 // parameter sizes so that Launch can check its arguments.
 func (d *Device) loadModule(ptx string) error {
+	if ptx == "" {
+		return fmt.Errorf("cuda: %w: no PTX given (Options.PTX; the engine passes kernels/cuda's)", ErrModuleLoad)
+	}
 	img := append([]byte(ptx), 0)
 	if err := d.check("cuModuleLoadData", d.drv.moduleLoadData(&d.module, unsafe.Pointer(&img[0])), ErrModuleLoad); err != nil {
 		return err

@@ -30,7 +30,7 @@ func TestMissingLibrary(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoDriver", err)
 	}
 	t.Setenv(EnvLibCUDA, "/nonexistent/libcuda.so.1")
-	ok, why := Available()
+	ok, why := Available(Options{PTX: "x"})
 	if ok || !strings.Contains(why, "/nonexistent/libcuda.so.1") {
 		t.Fatalf("Available() = %v, %q", ok, why)
 	}
@@ -49,8 +49,17 @@ func TestAvailableFake(t *testing.T) {
 	o := fakeOptions(t)
 	t.Setenv(EnvLibCUDA, o.LibCUDA)
 	t.Setenv(EnvLibCUBLAS, o.LibCUBLAS)
-	if ok, why := Available(); !ok {
+	if ok, why := Available(Options{PTX: kernelPTX}); !ok {
 		t.Fatalf("Available() = false: %s", why)
+	}
+}
+
+// TestNoPTX: the device layer loads only the kernels it is given.
+func TestNoPTX(t *testing.T) {
+	o := fakeOptions(t)
+	o.PTX = ""
+	if _, err := Open(o); !errors.Is(err, ErrModuleLoad) || !strings.Contains(err.Error(), "no PTX") {
+		t.Fatalf("err = %v, want ErrModuleLoad saying no PTX was given", err)
 	}
 }
 
@@ -187,7 +196,7 @@ func TestConcurrentCallers(t *testing.T) {
 					errs <- err
 					return
 				}
-				if err := d.Launch("scale_f32", grid(100), b, int64(100), float32(1)); err != nil {
+				if err := d.Launch("scale_f32", Grid(100), b, int64(100), float32(1)); err != nil {
 					errs <- err
 					return
 				}
@@ -273,7 +282,7 @@ func TestChildNoDevice(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoDevice from cuInit", err)
 	}
 	t.Setenv(EnvLibCUDA, fakeOptions(t).LibCUDA)
-	if ok, why := Available(); ok || !strings.Contains(why, "CUDA_ERROR_NO_DEVICE") {
+	if ok, why := Available(Options{PTX: kernelPTX}); ok || !strings.Contains(why, "CUDA_ERROR_NO_DEVICE") {
 		t.Fatalf("Available = %v %q", ok, why)
 	}
 }

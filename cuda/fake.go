@@ -7,18 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 )
 
 //go:embed testdata/fake/fakecuda.c
 var fakeSource string
 
-// BuildFakeDriver compiles the fake CUDA driver and cuBLAS of cuda/testdata/fake (which run
-// the embedded dpsgd.cu on the CPU, see that file) with the machine's gcc into dir and
+// BuildFakeDriver compiles the fake CUDA driver and cuBLAS of cuda/testdata/fake, which run the
+// kernel source kernelSource (the text of dpsgd.cu, which package kernels/cuda embeds as
+// Source()) on the CPU (see that file), with the machine's gcc into dir and
 // returns their paths, for tests and CI without a GPU (set DPSGD_LIBCUDA / DPSGD_LIBCUBLAS
 // to them, or pass them in Options). It fails when gcc is missing.
-func BuildFakeDriver(dir string) (libcuda, libcublas string, err error) {
+func BuildFakeDriver(dir, kernelSource string) (libcuda, libcublas string, err error) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		return "", "", errors.New("gcc not found: the fake CUDA driver cannot be built")
@@ -27,7 +26,7 @@ func BuildFakeDriver(dir string) (libcuda, libcublas string, err error) {
 	if err := os.WriteFile(src, []byte(fakeSource), 0o644); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dpsgd.cu"), []byte(kcuda.Source()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "dpsgd.cu"), []byte(kernelSource), 0o644); err != nil {
 		return "", "", err
 	}
 	libcuda, libcublas = filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "libcublas.so.13")

@@ -12,16 +12,37 @@ import (
 // missing, and those tests skip saying so.
 var fakeDir, fakeWhy string
 
+// kernelPTX and kernelSource are the kernels of package kernels/cuda, read from its files: the
+// device layer takes its kernels as data and imports no kernel package, not even in tests.
+var kernelPTX, kernelSource string
+
+func readKernels() error {
+	ptx, err := os.ReadFile(filepath.Join("..", "kernels", "cuda", "dpsgd.ptx"))
+	if err != nil {
+		return err
+	}
+	src, err := os.ReadFile(filepath.Join("..", "kernels", "cuda", "dpsgd.cu"))
+	if err != nil {
+		return err
+	}
+	kernelPTX, kernelSource = string(ptx), string(src)
+	return nil
+}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "fakecuda")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := readKernels(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if os.Getenv("FAKECUDA_CHILD") != "" {
 		// A subprocess of a fault-injection test reuses the parent's build.
 		fakeDir = os.Getenv("FAKECUDA_DIR")
-	} else if _, _, err := BuildFakeDriver(dir); err != nil {
+	} else if _, _, err := BuildFakeDriver(dir, kernelSource); err != nil {
 		fakeWhy = err.Error()
 	} else {
 		fakeDir = dir
@@ -36,7 +57,7 @@ func fakeOptions(t testing.TB) Options {
 	if fakeDir == "" {
 		t.Skip("fake CUDA driver unavailable: " + fakeWhy)
 	}
-	return Options{LibCUDA: filepath.Join(fakeDir, "libcuda.so.1"), LibCUBLAS: filepath.Join(fakeDir, "libcublas.so.13")}
+	return Options{LibCUDA: filepath.Join(fakeDir, "libcuda.so.1"), LibCUBLAS: filepath.Join(fakeDir, "libcublas.so.13"), PTX: kernelPTX}
 }
 
 // openFake opens the fake device, closed at the end of the test.

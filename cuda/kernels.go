@@ -3,8 +3,23 @@ package cuda
 import (
 	"fmt"
 	"math"
+)
 
-	"github.com/dpsgd/dpsgd/kernels"
+// PhiloxKey names one stream of the counter-based Philox generator that the noise kernels draw
+// from (dpsgd.cu): the same fields, in the same roles, as the CPU kernels' NoiseKey, which the
+// engine passes field by field so that the device draws the CPU's numbers.
+type PhiloxKey struct {
+	Seed, Step uint64
+	Tensor     uint32
+}
+
+// Limits of the noise kernels (dpsgd.cu), equal to the CPU kernels' (kernels/cuda's tests
+// check it): the length of one stream, the largest ball radius, and the tensor id that keys
+// the ball's radius draw.
+const (
+	MaxStreamLen     = 1 << 33
+	MaxBallRadius    = 1e270
+	BallRadiusTensor = ^uint32(0)
 )
 
 // Launch shapes of the kernels (dpsgd.cu): row kernels take one block of rowThreads threads
@@ -15,7 +30,8 @@ const (
 	maxGrid      = 1 << 16
 )
 
-func grid(n int64) Dim {
+// Grid is the launch shape of a grid-stride kernel over n elements.
+func Grid(n int64) Dim {
 	g := (n + blockThreads - 1) / blockThreads
 	return Dim{Grid: uint32(min(max(g, 1), maxGrid)), Block: blockThreads}
 }
@@ -61,7 +77,7 @@ func (d *Device) GhostAccum(norm2, asq, esq Buffer, n int, hasBias bool) error {
 	if hasBias {
 		beta = 1
 	}
-	return d.Launch("ghost_accum", grid(int64(n)), norm2, asq, esq, int32(n), beta)
+	return d.Launch("ghost_accum", Grid(int64(n)), norm2, asq, esq, int32(n), beta)
 }
 
 // ClipCoefs sets coef[i] = mask[i]·min(1, clip/√norm2[i]), 0 where norm2[i] is NaN, ±Inf or
@@ -78,7 +94,7 @@ func (d *Device) ClipCoefs(coef, norm2, mask Buffer, clip float64, n int) error 
 			return err
 		}
 	}
-	return d.Launch("clip_coef", grid(int64(n)), coef, norm2, mask, clip, int32(n))
+	return d.Launch("clip_coef", Grid(int64(n)), coef, norm2, mask, clip, int32(n))
 }
 
 // ScaleRows sets dst row i = float32(c[i])·src row i, exactly 0 where c[i] = 0
@@ -87,7 +103,7 @@ func (d *Device) ScaleRows(dst, src Buffer, rows, cols int, c Buffer) error {
 	if err := firstErr(fits("ScaleRows dst", dst, rows*cols, 4), fits("ScaleRows src", src, rows*cols, 4), fits("ScaleRows c", c, rows, 8)); err != nil {
 		return err
 	}
-	return d.Launch("scale_rows_f32", grid(int64(rows*cols)), dst, src, int32(rows), int32(cols), c)
+	return d.Launch("scale_rows_f32", Grid(int64(rows*cols)), dst, src, int32(rows), int32(cols), c)
 }
 
 // ClippedSum computes one dense layer's clipped sums (kernels.ClippedSum): scratch =
@@ -99,7 +115,7 @@ func (d *Device) ClippedSum(dstW, dstB, a, e Buffer, b, din, h int, c, scratch B
 		fits("ClippedSum c", c, b, 8), fits("ClippedSum scratch", scratch, b*h, 4)); err != nil {
 		return err
 	}
-	if err := d.Launch("zero_rows_f32", grid(int64(b*din)), a, int32(b), int32(din), c); err != nil {
+	if err := d.Launch("zero_rows_f32", Grid(int64(b*din)), a, int32(b), int32(din), c); err != nil {
 		return err
 	}
 	if err := d.ScaleRows(scratch, e, b, h, c); err != nil {
@@ -109,7 +125,7 @@ func (d *Device) ClippedSum(dstW, dstB, a, e Buffer, b, din, h int, c, scratch B
 		if err := fits("ClippedSum dstB", dstB, h, 4); err != nil {
 			return err
 		}
-		if err := d.Launch("col_sum_f32", grid(int64(h)), dstB, scratch, int32(b), int32(h)); err != nil {
+		if err := d.Launch("col_sum_f32", Grid(int64(h)), dstB, scratch, int32(b), int32(h)); err != nil {
 			return err
 		}
 	}
@@ -120,7 +136,7 @@ func (d *Device) ClippedSum(dstW, dstB, a, e Buffer, b, din, h int, c, scratch B
 }
 
 func checkStream(n int, offset uint64) error {
-	if offset > kernels.MaxStreamLen || uint64(n) > kernels.MaxStreamLen-offset {
+	if offset > MaxStreamLen || uint64(n) > MaxStreamLen-offset {
 		return fmt.Errorf("cuda: noise window [%d, %d) exceeds MaxStreamLen = 2³³", offset, offset+uint64(n))
 	}
 	return nil
@@ -129,7 +145,7 @@ func checkStream(n int, offset uint64) error {
 // AddGaussian adds std·z_{offset+k} to the float32 g[k], k < n, from the stream key: the same
 // numbers as kernels.AddGaussianAt (one float64 FMA, then the rounding to float32). std must
 // be finite.
-func (d *Device) AddGaussian(g Buffer, n int, std float64, key kernels.NoiseKey, offset uint64) error {
+func (d *Device) AddGaussian(g Buffer, n int, std float64, key PhiloxKey, offset uint64) error {
 	if math.IsNaN(std) || math.IsInf(std, 0) {
 		return fmt.Errorf("cuda: AddGaussian std %v: want a finite value", std)
 	}
@@ -137,11 +153,11 @@ func (d *Device) AddGaussian(g Buffer, n int, std float64, key kernels.NoiseKey,
 }
 
 // FillGaussian sets the float32 g[k] = z_{offset+k}, k < n (kernels.FillGaussianAt).
-func (d *Device) FillGaussian(g Buffer, n int, key kernels.NoiseKey, offset uint64) error {
+func (d *Device) FillGaussian(g Buffer, n int, key PhiloxKey, offset uint64) error {
 	return d.gaussian(g, n, 0, Buffer{}, key, offset, true)
 }
 
-func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key kernels.NoiseKey, offset uint64, fill bool) error {
+func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key PhiloxKey, offset uint64, fill bool) error {
 	if err := firstErr(fits("AddGaussian g", g, n, 4), checkStream(n, offset)); err != nil {
 		return err
 	}
@@ -153,12 +169,12 @@ func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key kernels
 	if fill {
 		f = 1
 	}
-	return d.Launch("gaussian_f32", grid(blocks), g, int64(n), std, stdp, key.Seed, key.Step, key.Tensor, offset, f)
+	return d.Launch("gaussian_f32", Grid(blocks), g, int64(n), std, stdp, key.Seed, key.Step, key.Tensor, offset, f)
 }
 
 // AddLaplace adds scale·x_k to the float32 g[k], k < n, x the unit Laplace stream of key
 // (kernels.AddLaplace). scale must be finite and ≥ 0.
-func (d *Device) AddLaplace(g Buffer, n int, scale float64, key kernels.NoiseKey) error {
+func (d *Device) AddLaplace(g Buffer, n int, scale float64, key PhiloxKey) error {
 	if !(scale >= 0) || math.IsInf(scale, 0) {
 		return fmt.Errorf("cuda: AddLaplace scale %v: want a finite value ≥ 0", scale)
 	}
@@ -168,21 +184,21 @@ func (d *Device) AddLaplace(g Buffer, n int, scale float64, key kernels.NoiseKey
 	if n == 0 {
 		return nil
 	}
-	return d.Launch("laplace_f32", grid(int64((n+1)/2)), g, int64(n), scale, key.Seed, key.Step, key.Tensor, uint64(0))
+	return d.Launch("laplace_f32", Grid(int64((n+1)/2)), g, int64(n), scale, key.Seed, key.Step, key.Tensor, uint64(0))
 }
 
 // AddBall adds to the float32 tensors gs (lengths lens), together one vector of dimension
 // d = Σ lens, one draw uniform in the d-ball of the given radius, exactly as kernels.AddBall
 // keys and sums it (the ‖g‖² partial sums, their order and the scale are computed on the
 // device; nothing goes back to the host).
-func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key kernels.NoiseKey) error {
+func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key PhiloxKey) error {
 	if len(gs) != len(lens) {
 		return fmt.Errorf("cuda: AddBall: %d tensors, %d lengths", len(gs), len(lens))
 	}
-	if !(radius >= 0 && radius <= kernels.MaxBallRadius) {
-		return fmt.Errorf("cuda: AddBall radius %v: want a value in [0, %g]", radius, kernels.MaxBallRadius)
+	if !(radius >= 0 && radius <= MaxBallRadius) {
+		return fmt.Errorf("cuda: AddBall radius %v: want a value in [0, %g]", radius, MaxBallRadius)
 	}
-	if uint64(key.Tensor)+uint64(len(gs)) > uint64(kernels.BallRadiusTensor) {
+	if uint64(key.Tensor)+uint64(len(gs)) > uint64(BallRadiusTensor) {
 		return fmt.Errorf("cuda: AddBall tensor ids %d…%d reach BallRadiusTensor", key.Tensor, uint64(key.Tensor)+uint64(len(gs))-1)
 	}
 	total, chunks := 0, 0
@@ -213,7 +229,7 @@ func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key kernels.No
 		}
 		c := (n + 4095) / 4096
 		sub := Buffer{ptr: lanes.ptr + uint64(off*4*8), bytes: c * 4 * 8}
-		if err := d.Launch("ball_lanes", grid(int64(4*c)), sub, int64(n), key.Seed, key.Step, key.Tensor+uint32(p)); err != nil {
+		if err := d.Launch("ball_lanes", Grid(int64(4*c)), sub, int64(n), key.Seed, key.Step, key.Tensor+uint32(p)); err != nil {
 			return err
 		}
 		off += c
@@ -225,7 +241,7 @@ func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key kernels.No
 		if n == 0 {
 			continue
 		}
-		k := kernels.NoiseKey{Seed: key.Seed, Step: key.Step, Tensor: key.Tensor + uint32(p)}
+		k := PhiloxKey{Seed: key.Seed, Step: key.Step, Tensor: key.Tensor + uint32(p)}
 		if err := d.gaussian(gs[p], n, 0, scale, k, 0, false); err != nil {
 			return err
 		}
@@ -242,7 +258,7 @@ func (d *Device) PadMask(mask Buffer, n, total int) error {
 	if err := fits("PadMask mask", mask, total, 8); err != nil {
 		return err
 	}
-	return d.Launch("pad_mask", grid(int64(total)), mask, int32(n), int32(total))
+	return d.Launch("pad_mask", Grid(int64(total)), mask, int32(n), int32(total))
 }
 
 // Activation codes of the layer kernels.
@@ -260,7 +276,7 @@ func (d *Device) Activate(out, z Buffer, n int, tanh bool) error {
 	if tanh {
 		a = actTanh
 	}
-	return d.Launch("activate_f32", grid(int64(n)), out, z, int64(n), a)
+	return d.Launch("activate_f32", Grid(int64(n)), out, z, int64(n), a)
 }
 
 // ActivateBackward multiplies e[k] by act'(z[k]): 1{z > 0} for ReLU, 1 − h² for tanh, where
@@ -273,7 +289,7 @@ func (d *Device) ActivateBackward(e, z, h Buffer, n int, tanh bool) error {
 	if tanh {
 		a = actTanh
 	}
-	return d.Launch("activate_bwd_f32", grid(int64(n)), e, z, h, int64(n), a)
+	return d.Launch("activate_bwd_f32", Grid(int64(n)), e, z, h, int64(n), a)
 }
 
 // BiasAdd adds b (cols) to every row of the rows×cols z.
@@ -281,7 +297,7 @@ func (d *Device) BiasAdd(z, b Buffer, rows, cols int) error {
 	if err := firstErr(fits("BiasAdd z", z, rows*cols, 4), fits("BiasAdd b", b, cols, 4)); err != nil {
 		return err
 	}
-	return d.Launch("bias_add_f32", grid(int64(rows*cols)), z, b, int32(rows), int32(cols))
+	return d.Launch("bias_add_f32", Grid(int64(rows*cols)), z, b, int32(rows), int32(cols))
 }
 
 // SoftmaxXent computes, for logits z and targets y (rows×k float32), the errors of the summed
@@ -296,4 +312,69 @@ func (d *Device) SoftmaxXent(e, loss, correct, z, y Buffer, rows, k int) error {
 		return nil
 	}
 	return d.Launch("softmax_xent_f32", Dim{Grid: uint32(rows), Block: rowThreads}, e, loss, correct, z, y, int32(rows), int32(k))
+}
+
+// GatherBatch fills the rows×d float32 batch x and its rows×k one-hot targets y from the
+// device's training set (X: n×d float32, labels: n int32) at the rows idx (int32); a row whose
+// mask (float64) is 0 is a padding row: x and y zero.
+func (d *Device) GatherBatch(x, y, X, labels, idx, mask Buffer, rows, cols, k int) error {
+	if err := firstErr(fits("GatherBatch x", x, rows*cols, 4), fits("GatherBatch y", y, rows*k, 4), fits("GatherBatch idx", idx, rows, 4),
+		fits("GatherBatch mask", mask, rows, 8)); err != nil {
+		return err
+	}
+	return d.Launch("gather_batch_f32", Grid(int64(rows*max(cols, k))), x, y, X, labels, idx, mask, int32(rows), int32(cols), int32(k))
+}
+
+// ZeroRows sets row i of the rows×cols float32 a to zero where c[i] (float64) is 0: the rows of
+// non-finite or padding examples, which must not reach a clipped sum as 0·NaN.
+func (d *Device) ZeroRows(a Buffer, rows, cols int, c Buffer) error {
+	if err := firstErr(fits("ZeroRows a", a, rows*cols, 4), fits("ZeroRows c", c, rows, 8)); err != nil {
+		return err
+	}
+	return d.Launch("zero_rows_f32", Grid(int64(rows*cols)), a, int32(rows), int32(cols), c)
+}
+
+// Scale multiplies the float32 g[k], k < n, by s.
+func (d *Device) Scale(g Buffer, n int, s float32) error {
+	if err := fits("Scale g", g, n, 4); err != nil {
+		return err
+	}
+	return d.Launch("scale_f32", Grid(int64(n)), g, int64(n), s)
+}
+
+// FlagNonFinite sets the int32 flag[0] to 1 when one of the float32 g[k], k < n, is NaN or
+// ±Inf; it never clears it (the caller zeroes the flag first).
+func (d *Device) FlagNonFinite(flag, g Buffer, n int) error {
+	if err := firstErr(fits("FlagNonFinite flag", flag, 1, 4), fits("FlagNonFinite g", g, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("nonfinite_f32", Grid(int64(n)), flag, g, int64(n))
+}
+
+// SGDUpdate applies one step of SGD to the float32 w[k], k < n, with gradient g: with m the
+// zero Buffer, w ← w − lr·(g + wd·w); with a momentum buffer m, m ← μ·m + g + wd·w and
+// w ← w − lr·m (heavy ball, PyTorch's convention).
+func (d *Device) SGDUpdate(w, m, g Buffer, n int, lr, wd, mu float32) error {
+	if err := firstErr(fits("SGDUpdate w", w, n, 4), fits("SGDUpdate g", g, n, 4)); err != nil {
+		return err
+	}
+	useM := int32(0)
+	if m.ptr != 0 {
+		if err := fits("SGDUpdate m", m, n, 4); err != nil {
+			return err
+		}
+		useM = 1
+	}
+	return d.Launch("sgd_f32", Grid(int64(n)), w, m, g, int64(n), lr, wd, mu, useM)
+}
+
+// AdamUpdate applies one step of Adam to the float32 w[k], k < n, with gradient g and moments
+// m, v: g′ = g + wd·w, m ← β₁m + (1−β₁)g′, v ← β₂v + (1−β₂)g′², w ← w − step·m/(√v + eps), where
+// step is the bias-corrected rate the caller computes. The kernel computes in float32 with
+// β and 1−β each rounded from float64, as the CPU's float32 update does.
+func (d *Device) AdamUpdate(w, m, v, g Buffer, n int, beta1, beta2 float64, step, eps, wd float32) error {
+	if err := firstErr(fits("AdamUpdate w", w, n, 4), fits("AdamUpdate m", m, n, 4), fits("AdamUpdate v", v, n, 4), fits("AdamUpdate g", g, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("adam_f32", Grid(int64(n)), w, m, v, g, int64(n), float32(beta1), float32(1-beta1), float32(beta2), float32(1-beta2), step, eps, wd)
 }

@@ -29,24 +29,25 @@ func TestBallNoiseStep(t *testing.T) {
 		idx[i] = 3 * i
 	}
 	// The clean clipped sum, then the noisy step on the same batch and parameters.
-	clean := make([][]float64, len(r.sums))
-	if _, err := r.clippedSum(train, idx); err != nil {
+	cb := r.be.(*cpuBackend[float64])
+	clean := make([][]float64, len(cb.sums))
+	if _, err := cb.clippedSum(train, idx, kernels.ClipBound[float64](cfg.Clip)); err != nil {
 		t.Fatal(err)
 	}
-	for p, g := range r.sums {
+	for p, g := range cb.sums {
 		clean[p] = append([]float64(nil), g...)
 	}
 	const step, batch = 5, 100.0
 	if _, err := r.step(train, idx, step, 10, batch); err != nil {
 		t.Fatal(err)
 	}
-	want := make([][]float64, len(r.grads))
-	for p, g := range r.grads {
+	want := make([][]float64, len(cb.grads))
+	for p, g := range cb.grads {
 		want[p] = make([]float64, len(g))
 	}
 	kernels.AddBall(want, cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: step})
 	var norm2, d float64
-	for p, g := range r.grads {
+	for p, g := range cb.grads {
 		for j, v := range g {
 			got := v*batch - clean[p][j]
 			if math.Abs(got-want[p][j]) > 1e-9*(1+math.Abs(clean[p][j])) {

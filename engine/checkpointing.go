@@ -318,20 +318,18 @@ func resumeLedger(c *checkpoint.Checkpoint, pv *Privacy) error {
 	return nil
 }
 
+// toCheckpointStats is e as a checkpoint stores it (ε JSON-safe); fromCheckpointStats undoes
+// it (a non-private run's ε back to NaN).
 func toCheckpointStats(e EpochStats) checkpoint.EpochStats {
-	return checkpoint.EpochStats{Epoch: e.Epoch, Steps: e.Steps, TrainLoss: e.TrainLoss, TrainAcc: e.TrainAcc,
-		TestAcc: e.TestAcc, Epsilon: jsonSafe(e.Epsilon), NonFinite: e.NonFinite, NonFiniteLoss: e.NonFiniteLoss,
-		ClippedFrac: e.ClippedFrac, Seconds: e.Seconds, ExamplesSeen: e.ExamplesSeen}
+	e.Epsilon = jsonSafe(e.Epsilon)
+	return e
 }
 
 func fromCheckpointStats(e checkpoint.EpochStats, nonPrivate bool) EpochStats {
-	eps := e.Epsilon
 	if nonPrivate {
-		eps = math.NaN()
+		e.Epsilon = math.NaN()
 	}
-	return EpochStats{Epoch: e.Epoch, Steps: e.Steps, TrainLoss: e.TrainLoss, TrainAcc: e.TrainAcc,
-		TestAcc: e.TestAcc, Epsilon: eps, NonFinite: e.NonFinite, NonFiniteLoss: e.NonFiniteLoss,
-		ClippedFrac: e.ClippedFrac, Seconds: e.Seconds, ExamplesSeen: e.ExamplesSeen}
+	return e
 }
 
 // jsonSafe maps NaN (a non-private run's ε) and ±Inf to 0 for the checkpoint's JSON; a

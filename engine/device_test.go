@@ -16,6 +16,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/engine/sampler"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 	"gorgonia.org/tensor"
 )
 
@@ -41,7 +42,7 @@ func fakeCUDA(t testing.TB) cuda.Options {
 	t.Helper()
 	deviceFakeOnce.Do(func() {
 		if deviceFakeDir, deviceFakeErr = os.MkdirTemp("", "engine-fakecuda"); deviceFakeErr == nil {
-			_, _, deviceFakeErr = cuda.BuildFakeDriver(deviceFakeDir)
+			_, _, deviceFakeErr = cuda.BuildFakeDriver(deviceFakeDir, kcuda.Source())
 		}
 	})
 	if deviceFakeErr != nil {

@@ -32,11 +32,11 @@ type Learner struct {
 // learnerImpl is run[T] seen through a dtype-free interface.
 type learnerImpl interface {
 	numParams() int
-	getParams(dst []float64)
-	setParams(src []float64)
+	getParams(dst []float64) error
+	setParams(src []float64) error
 	localStep(ds *datasets.Dataset, idx []int, std float64, key kernels.NoiseKey, lr, expected float64) (StepStats, error)
-	resetOptimizer()
-	evaluate(ds *datasets.Dataset) (float64, error)
+	resetOptimizer() error
+	evaluateCurrent(ds *datasets.Dataset) (float64, error)
 	close()
 }
 
@@ -45,7 +45,10 @@ type learnerImpl interface {
 // (its name, momentum, Adam constants and weight decay; the learning rate is given per step, so
 // Optimizer.Schedule is not used) and EvalBatch; Epochs and Sigma are not used (σ is given per
 // step). Optimizer.EMA must be 0: the Learner's parameters are set from outside, which an
-// average of past weights would contradict.
+// average of past weights would contradict. With Device DeviceCUDA or DeviceAuto (and CUDA,
+// OnDeviceFallback) the steps run on the CUDA backend when it can take the model: the device
+// opens, and the dataset is uploaded, at the first Step (again when a Step names another
+// dataset); a DeviceCUDA Learner whose device cannot take it fails at that Step.
 func NewLearner(cfg Config) (*Learner, error) {
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -84,15 +87,18 @@ func (l *Learner) Config() Config { return l.cfg }
 // NumParams is the length of the flat parameter vector.
 func (l *Learner) NumParams() int { return l.impl.numParams() }
 
-// Params copies the parameters into dst (grown if short) and returns it.
-func (l *Learner) Params(dst []float64) []float64 {
+// Params copies the parameters into dst (grown if short) and returns it. It fails only for a
+// Learner on a CUDA device whose download fails.
+func (l *Learner) Params(dst []float64) ([]float64, error) {
 	n := l.impl.numParams()
 	if cap(dst) < n {
 		dst = make([]float64, n)
 	}
 	dst = dst[:n]
-	l.impl.getParams(dst)
-	return dst
+	if err := l.impl.getParams(dst); err != nil {
+		return nil, fmt.Errorf("engine: learner: %w", err)
+	}
+	return dst, nil
 }
 
 // SetParams sets the parameters from src, rounded to the Learner's dtype. src must have
@@ -106,13 +112,20 @@ func (l *Learner) SetParams(src []float64) error {
 			return fmt.Errorf("engine: learner: parameter %d = %v, want a finite value", i, v)
 		}
 	}
-	l.impl.setParams(src)
+	if err := l.impl.setParams(src); err != nil {
+		return fmt.Errorf("engine: learner: %w", err)
+	}
 	return nil
 }
 
 // ResetOptimizer clears the optimizer's state (momentum, Adam moments and step count), as at
-// the start of a run.
-func (l *Learner) ResetOptimizer() { l.impl.resetOptimizer() }
+// the start of a run. It fails only for a Learner on a CUDA device whose transfer fails.
+func (l *Learner) ResetOptimizer() error {
+	if err := l.impl.resetOptimizer(); err != nil {
+		return fmt.Errorf("engine: learner: %w", err)
+	}
+	return nil
+}
 
 // Step performs one logical step on the examples idx of ds (indices may repeat): per-example
 // gradients clipped to norm C (Config.Clip), summed, plus Gaussian noise of std sigma·C per
@@ -161,7 +174,7 @@ func (l *Learner) Evaluate(ds *datasets.Dataset) (float64, error) {
 	if ds != nil && ds.N > 0 && (ds.D != l.cfg.Arch.InputSize() || len(ds.X) != ds.N*ds.D || len(ds.Y) != ds.N) {
 		return 0, fmt.Errorf("engine: learner evaluate: dataset has %d features (len(X) = %d, N = %d), model wants %d", ds.D, len(ds.X), ds.N, l.cfg.Arch.InputSize())
 	}
-	return l.impl.evaluate(ds)
+	return l.impl.evaluateCurrent(ds)
 }
 
 // Close releases the compiled graphs.
@@ -169,13 +182,19 @@ func (l *Learner) Close() { l.impl.close() }
 
 func (r *run[T]) numParams() int {
 	n := 0
-	for _, g := range r.grads {
-		n += len(g)
+	for _, k := range r.sizes {
+		n += k
 	}
 	return n
 }
 
-func (r *run[T]) getParams(dst []float64) {
+// getParams copies the parameters into dst (from the device first, when the run is there).
+func (r *run[T]) getParams(dst []float64) error {
+	if r.be != nil {
+		if err := r.be.pull(false); err != nil {
+			return err
+		}
+	}
 	k := 0
 	for _, p := range paramSlices[T](r.params) {
 		for _, v := range p {
@@ -183,9 +202,18 @@ func (r *run[T]) getParams(dst []float64) {
 			k++
 		}
 	}
+	return nil
 }
 
-func (r *run[T]) setParams(src []float64) {
+// setParams sets the parameters from src (and on the device, when the run is there).
+func (r *run[T]) setParams(src []float64) error {
+	if r.be != nil {
+		// The host's moments are a mirror on the device: bring them up to date before push
+		// uploads them with the parameters.
+		if err := r.be.pull(true); err != nil {
+			return err
+		}
+	}
 	k := 0
 	for _, p := range paramSlices[T](r.params) {
 		for j := range p {
@@ -193,28 +221,56 @@ func (r *run[T]) setParams(src []float64) {
 			k++
 		}
 	}
+	if r.be != nil {
+		return r.be.push()
+	}
+	return nil
 }
 
-func (r *run[T]) resetOptimizer() {
-	sizes := make([]int, len(r.grads))
-	for i, g := range r.grads {
-		sizes[i] = len(g)
-	}
-	r.opt = newOptimizer[T](r.cfg.Optimizer, sizes)
-}
-
-// localStep is run.step with σ·C, the noise stream and the learning rate given by the caller.
-func (r *run[T]) localStep(ds *datasets.Dataset, idx []int, std float64, key kernels.NoiseKey, lr, expected float64) (StepStats, error) {
-	st, err := r.clippedSum(ds, idx)
-	if err != nil {
-		return st, err
-	}
-	if std > 0 {
-		for p, g := range r.sums {
-			k := key
-			k.Tensor = uint32(p)
-			kernels.AddGaussian(g, std, k)
+// resetOptimizer clears the optimizer's moments and step count in place (the backends hold
+// the same state).
+func (r *run[T]) resetOptimizer() error {
+	if r.be != nil {
+		if err := r.be.pull(false); err != nil {
+			return err
 		}
 	}
-	return st, r.update(expected, lr)
+	for _, m := range r.opt.m {
+		clear(m)
+	}
+	for _, v := range r.opt.v {
+		clear(v)
+	}
+	r.opt.t = 0
+	if r.be != nil {
+		return r.be.push()
+	}
+	return nil
+}
+
+// localStep is run.step with σ·C, the noise stream and the learning rate given by the caller
+// (no noise when std is 0); a Learner asking for a device binds its backend to the first
+// dataset it steps on.
+func (r *run[T]) localStep(ds *datasets.Dataset, idx []int, std float64, key kernels.NoiseKey, lr, expected float64) (StepStats, error) {
+	if r.be == nil {
+		if err := r.initBackend(ds); err != nil {
+			return StepStats{}, err
+		}
+	}
+	noise := stepNoise{key: key}
+	if std > 0 {
+		noise.kind, noise.std = noiseGaussian, std
+	}
+	return r.dpStep(ds, idx, noise, lr, expected)
+}
+
+// evaluateCurrent is evaluate on the current parameters (brought back from the device first,
+// when the run is there).
+func (r *run[T]) evaluateCurrent(ds *datasets.Dataset) (float64, error) {
+	if r.be != nil {
+		if err := r.be.pull(false); err != nil {
+			return 0, err
+		}
+	}
+	return r.evaluate(ds)
 }

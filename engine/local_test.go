@@ -50,7 +50,7 @@ func TestLearnerMatchesRunStep(t *testing.T) {
 			want = runSteps(t, r, l, ds)
 			r.close()
 		}
-		got = l.Params(nil)
+		got = mustParams(t, l)
 		for i := range want {
 			if got[i] != want[i] {
 				t.Fatalf("%v: parameter %d: learner %v, run.step %v", dt, i, got[i], want[i])
@@ -154,7 +154,7 @@ func TestLearnerLogRegOracle(t *testing.T) {
 	if clipped == 0 || clipped == len(idx) {
 		t.Fatalf("the test wants some but not all examples clipped, got %d of %d", clipped, len(idx))
 	}
-	got := l.Params(nil)
+	got := mustParams(t, l)
 	for j := range theta {
 		want := theta[j] - lr*sum[j]/expected
 		if math.Abs(got[j]-want) > 1e-12 {
@@ -176,13 +176,13 @@ func TestLearnerNoise(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	before := l.Params(nil)
+	before := mustParams(t, l)
 	const sigma = 2.5
 	key := kernels.NoiseKey{Seed: 99, Step: 7, Tensor: 1234} // Tensor is replaced by the parameter index
 	if _, err := l.Step(ds, nil, sigma, key, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	after := l.Params(nil)
+	after := mustParams(t, l)
 	shapes, _ := arch.Layers()
 	k := 0
 	var ss float64
@@ -244,7 +244,7 @@ func TestLearnerNonPrivate(t *testing.T) {
 	if sa.Clipped != 0 || sa.BatchSize != len(idx) {
 		t.Errorf("non-private stats %+v: want no clipping and batch %d", sa, len(idx))
 	}
-	pa, pb := a.Params(nil), b.Params(nil)
+	pa, pb := mustParams(t, a), mustParams(t, b)
 	for i := range pa {
 		if math.Abs(pa[i]-pb[i]) > 1e-12 {
 			t.Fatalf("parameter %d: non-private %v, clip 1e300 %v", i, pa[i], pb[i])
@@ -261,7 +261,7 @@ func TestLearnerNonPrivate(t *testing.T) {
 	if _, err := c.Step(ds, idx, 0, kernels.NoiseKey{}, 0.1, 7); err != nil {
 		t.Fatal(err)
 	}
-	pc := c.Params(nil)
+	pc := mustParams(t, c)
 	same := true
 	for i := range pa {
 		if math.Abs(pa[i]-pc[i]) > 1e-9 {
@@ -283,7 +283,7 @@ func TestLearnerParamsAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	p0 := l.Params(nil)
+	p0 := mustParams(t, l)
 	if len(p0) != arch.NumParams() {
 		t.Fatalf("NumParams %d, arch says %d", len(p0), arch.NumParams())
 	}
@@ -293,13 +293,15 @@ func TestLearnerParamsAndReset(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return l.Params(nil)
+		return mustParams(t, l)
 	}
 	first := traj()
 	if err := l.SetParams(p0); err != nil {
 		t.Fatal(err)
 	}
-	l.ResetOptimizer()
+	if err := l.ResetOptimizer(); err != nil {
+		t.Fatal(err)
+	}
 	second := traj()
 	for i := range first {
 		if first[i] != second[i] {
@@ -348,7 +350,7 @@ func TestLearnerEvaluate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	th := l.Params(nil)
+	th := mustParams(t, l)
 	correct := 0
 	for i := range ds.N {
 		x := ds.Row(i)
@@ -373,4 +375,14 @@ func TestLearnerEvaluate(t *testing.T) {
 	if want := float64(correct) / float64(ds.N); acc != want {
 		t.Errorf("accuracy %v, want %v", acc, want)
 	}
+}
+
+// mustParams returns l's parameters, failing the test on an error.
+func mustParams(t testing.TB, l *Learner) []float64 {
+	t.Helper()
+	p, err := l.Params(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -8,10 +8,17 @@ import (
 	"github.com/dpsgd/dpsgd/kernels"
 )
 
+// Optimizer names of OptimizerConfig.Name; optimizerTable describes each.
+const (
+	OptimizerSGD      = "sgd"      // plain SGD
+	OptimizerMomentum = "momentum" // SGD with heavy-ball momentum
+	OptimizerAdam     = "adam"     // Adam (Kingma and Ba 2015)
+)
+
 // OptimizerConfig chooses how the noisy gradient updates the parameters. Optimizers run on
 // the privatized gradient only, so they are post-processing and cost no privacy.
 type OptimizerConfig struct {
-	Name        string  // "sgd", "momentum" or "adam"
+	Name        string  // OptimizerSGD, OptimizerMomentum or OptimizerAdam
 	LR          float64 // peak learning rate
 	Momentum    float64 // heavy-ball coefficient for "momentum" (PyTorch convention: v ← μv + g)
 	Beta1       float64 // Adam
@@ -22,27 +29,112 @@ type OptimizerConfig struct {
 	EMA         float64 // if > 0, evaluate an exponential moving average of the weights with this decay
 }
 
+// optimizerKind is the table's entry for one optimizer: how many state tensors per parameter
+// it keeps, its hyperparameters' defaults and ranges, and its per-step scalars. The update
+// itself is elementwise (update), applied by each backend: the CPU's loop (applyUpdate) and
+// the CUDA kernels (cudaBackend.apply) run the same formulas.
+type optimizerKind struct {
+	name string
+	// moments is the number of state tensors kept per parameter: 0 (SGD), 1 (the momentum
+	// buffer, or Adam's first moment) or 2 (Adam's second moment too).
+	moments int
+	// DefaultLR is the learning rate a command uses when none is given for a preset tuned
+	// with SGD and momentum at learning rate lr (OptimizerDefaultLR).
+	defaultLR func(presetLR float64) float64
+	// check fills the hyperparameters' defaults and checks their ranges.
+	check func(o *OptimizerConfig) error
+	// update returns step t's elementwise rule at learning rate lr (t counts from 1).
+	update func(o *OptimizerConfig, t int, lr float64) update
+}
+
+// optimizerTable lists the optimizers; Validate and the backends look names up here.
+var optimizerTable = []optimizerKind{
+	{
+		name: OptimizerSGD, moments: 0,
+		defaultLR: func(lr float64) float64 { return lr },
+		check:     func(*OptimizerConfig) error { return nil },
+		update: func(o *OptimizerConfig, _ int, lr float64) update {
+			return update{kind: updateSGD, lr: lr, wd: o.WeightDecay}
+		},
+	},
+	{
+		name: OptimizerMomentum, moments: 1,
+		defaultLR: func(lr float64) float64 { return lr },
+		check: func(o *OptimizerConfig) error {
+			if !(o.Momentum >= 0 && o.Momentum < 1) {
+				return fmt.Errorf("momentum %v: want a value in [0, 1)", o.Momentum)
+			}
+			return nil
+		},
+		update: func(o *OptimizerConfig, _ int, lr float64) update {
+			return update{kind: updateMomentum, lr: lr, wd: o.WeightDecay, mu: o.Momentum}
+		},
+	},
+	{
+		name: OptimizerAdam, moments: 2,
+		// Adam's step is about lr per coordinate whatever the gradient's scale, so SGD's rates
+		// (0.1–1 on these models) diverge; 1e-3 is Kingma and Ba's default and what DP
+		// training with Adam commonly starts from.
+		defaultLR: func(float64) float64 { return 1e-3 },
+		check: func(o *OptimizerConfig) error {
+			if o.Beta1 == 0 && o.Beta2 == 0 && o.Eps == 0 {
+				o.Beta1, o.Beta2, o.Eps = 0.9, 0.999, 1e-8
+			}
+			if !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1) || !(o.Eps > 0) || math.IsInf(o.Eps, 0) {
+				return fmt.Errorf("adam betas (%v, %v) and eps %v: want betas in [0, 1) and a finite eps > 0", o.Beta1, o.Beta2, o.Eps)
+			}
+			return nil
+		},
+		update: func(o *OptimizerConfig, t int, lr float64) update {
+			c1 := 1 - math.Pow(o.Beta1, float64(t))
+			c2 := 1 - math.Pow(o.Beta2, float64(t))
+			return update{kind: updateAdam, lr: lr * math.Sqrt(c2) / c1, wd: o.WeightDecay, beta1: o.Beta1, beta2: o.Beta2, eps: o.Eps}
+		},
+	},
+}
+
+// optimizerByName returns the table's entry for name.
+func optimizerByName(name string) (optimizerKind, bool) {
+	for _, k := range optimizerTable {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return optimizerKind{}, false
+}
+
+// OptimizerNames lists the optimizers, in the table's order.
+func OptimizerNames() []string {
+	out := make([]string, len(optimizerTable))
+	for i, k := range optimizerTable {
+		out[i] = k.name
+	}
+	return out
+}
+
+// OptimizerDefaultLR is the learning rate a command should use for the optimizer name when the
+// user gives none and the model's preset was tuned at presetLR with SGD or momentum. It
+// returns presetLR for an unknown name (Validate reports that name).
+func OptimizerDefaultLR(name string, presetLR float64) float64 {
+	if k, ok := optimizerByName(strings.ToLower(name)); ok {
+		return k.defaultLR(presetLR)
+	}
+	return presetLR
+}
+
 // Validate checks every field against its valid range.
 func (o *OptimizerConfig) Validate() error {
 	o.Name = strings.ToLower(o.Name)
-	switch o.Name {
-	case "sgd", "momentum", "adam":
-	default:
-		return fmt.Errorf("optimizer %q: want sgd, momentum or adam", o.Name)
+	k, ok := optimizerByName(o.Name)
+	if !ok {
+		names := OptimizerNames()
+		return fmt.Errorf("optimizer %q: want %s or %s", o.Name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 	}
 	if !(o.LR > 0) || math.IsInf(o.LR, 0) {
 		return fmt.Errorf("learning rate %v: want a finite value > 0", o.LR)
 	}
-	if o.Name == "momentum" && !(o.Momentum >= 0 && o.Momentum < 1) {
-		return fmt.Errorf("momentum %v: want a value in [0, 1)", o.Momentum)
-	}
-	if o.Name == "adam" {
-		if o.Beta1 == 0 && o.Beta2 == 0 && o.Eps == 0 {
-			o.Beta1, o.Beta2, o.Eps = 0.9, 0.999, 1e-8
-		}
-		if !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1) || !(o.Eps > 0) {
-			return fmt.Errorf("adam betas (%v, %v) and eps %v: want betas in [0, 1) and eps > 0", o.Beta1, o.Beta2, o.Eps)
-		}
+	if err := k.check(o); err != nil {
+		return err
 	}
 	if !(o.WeightDecay >= 0) || math.IsInf(o.WeightDecay, 0) {
 		return fmt.Errorf("weight decay %v: want a finite value ≥ 0", o.WeightDecay)
@@ -68,21 +160,46 @@ func (o *OptimizerConfig) rate(t, total int) float64 {
 	return o.LR
 }
 
-// optimizer applies updates in place; its state is per parameter tensor.
+// updateKind is the elementwise rule of an update.
+type updateKind int
+
+const (
+	updateSGD      updateKind = iota // w ← w − lr·(g + wd·w)
+	updateMomentum                   // m ← μ·m + g + wd·w; w ← w − lr·m
+	updateAdam                       // g′ = g + wd·w; m ← β₁m + (1−β₁)g′; v ← β₂v + (1−β₂)g′²; w ← w − lr·m/(√v + eps)
+)
+
+// update is one optimizer step as the backends apply it, elementwise over every parameter:
+// the rule and its scalars for this step (for Adam, lr is the bias-corrected step size).
+type update struct {
+	kind              updateKind
+	lr, wd, mu        float64
+	beta1, beta2, eps float64
+}
+
+// optimizer is an optimizer's state on the host: per parameter tensor, the moments its kind
+// keeps (m: momentum or Adam's first moment; v: Adam's second), and the steps taken (Adam's
+// bias-correction count). On the CPU the updates run on it (applyUpdate); on the device it is
+// a mirror, brought up to date for a checkpoint.
 type optimizer[T kernels.Float] struct {
 	cfg  OptimizerConfig
+	kind optimizerKind
 	m, v [][]T
 	t    int
 }
 
 func newOptimizer[T kernels.Float](cfg OptimizerConfig, sizes []int) *optimizer[T] {
-	o := &optimizer[T]{cfg: cfg}
-	if cfg.Name != "sgd" {
+	k, ok := optimizerByName(cfg.Name)
+	if !ok {
+		panic(fmt.Sprintf("engine: optimizer %q not validated", cfg.Name))
+	}
+	o := &optimizer[T]{cfg: cfg, kind: k}
+	if k.moments >= 1 {
 		for _, n := range sizes {
 			o.m = append(o.m, make([]T, n))
 		}
 	}
-	if cfg.Name == "adam" {
+	if k.moments >= 2 {
 		for _, n := range sizes {
 			o.v = append(o.v, make([]T, n))
 		}
@@ -90,39 +207,36 @@ func newOptimizer[T kernels.Float](cfg OptimizerConfig, sizes []int) *optimizer[
 	return o
 }
 
-// step updates params with gradients g (already noisy and normalized) at learning rate lr.
-func (o *optimizer[T]) step(params, g [][]T, lr float64) {
-	o.t++
-	wd := T(o.cfg.WeightDecay)
-	switch o.cfg.Name {
-	case "sgd":
+// applyUpdate applies u to params with gradients g (already noisy and normalized) and the
+// moments m, v, in T's arithmetic: the CPU backend's update.
+func applyUpdate[T kernels.Float](u update, params, g, m, v [][]T) {
+	wd := T(u.wd)
+	switch u.kind {
+	case updateSGD:
 		for p, w := range params {
 			gp := g[p]
 			for j := range w {
-				w[j] -= T(lr) * (gp[j] + wd*w[j])
+				w[j] -= T(u.lr) * (gp[j] + wd*w[j])
 			}
 		}
-	case "momentum":
-		mu := T(o.cfg.Momentum)
+	case updateMomentum:
+		mu := T(u.mu)
 		for p, w := range params {
-			gp, m := g[p], o.m[p]
+			gp, mp := g[p], m[p]
 			for j := range w {
-				m[j] = mu*m[j] + gp[j] + wd*w[j]
-				w[j] -= T(lr) * m[j]
+				mp[j] = mu*mp[j] + gp[j] + wd*w[j]
+				w[j] -= T(u.lr) * mp[j]
 			}
 		}
-	case "adam":
-		b1, b2 := o.cfg.Beta1, o.cfg.Beta2
-		c1 := 1 - math.Pow(b1, float64(o.t))
-		c2 := 1 - math.Pow(b2, float64(o.t))
-		step := lr * math.Sqrt(c2) / c1
+	case updateAdam:
+		b1, b2 := u.beta1, u.beta2
 		for p, w := range params {
-			gp, m, v := g[p], o.m[p], o.v[p]
+			gp, mp, vp := g[p], m[p], v[p]
 			for j := range w {
 				gj := gp[j] + wd*w[j]
-				m[j] = T(b1)*m[j] + T(1-b1)*gj
-				v[j] = T(b2)*v[j] + T(1-b2)*gj*gj
-				w[j] -= T(step) * m[j] / (T(math.Sqrt(float64(v[j]))) + T(o.cfg.Eps))
+				mp[j] = T(b1)*mp[j] + T(1-b1)*gj
+				vp[j] = T(b2)*vp[j] + T(1-b2)*gj*gj
+				w[j] -= T(u.lr) * mp[j] / (T(math.Sqrt(float64(vp[j]))) + T(u.eps))
 			}
 		}
 	}

@@ -171,11 +171,22 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 		addInto(r.grads[wi], r.tmp[wi])
 		addInto(r.grads[bi], r.tmp[bi])
 	}
-	r.loss += r.net.Loss()
-	r.correct += countCorrect(r.net.Logits().Data().([]T), r.y.Data().([]T), r.mask, ds.Classes)
-	for _, m := range r.mask {
-		if m != 0 {
-			r.count++
+	// The batch's statistics count the real examples; one whose gradient is not finite (it
+	// contributes nothing to the sum) adds neither loss nor a correct prediction, so that one
+	// hostile record cannot make the batch's loss NaN (the CUDA backend counts alike).
+	logits, y, k := r.net.Logits().Data().([]T), r.y.Data().([]T), ds.Classes
+	for i, m := range r.mask {
+		if m == 0 {
+			continue
+		}
+		r.count++
+		if v := r.norm2[i]; !(v >= 0 && v <= math.MaxFloat64) {
+			continue
+		}
+		zi, yi := logits[i*k:(i+1)*k], y[i*k:(i+1)*k]
+		r.loss += nn.XentRowLoss(zi, yi)
+		if argmax(zi) == argmax(yi) {
+			r.correct++
 		}
 	}
 	if r.inspect != nil {
@@ -265,19 +276,6 @@ func addInto(dst, src []float64) {
 	for i, v := range src {
 		dst[i] += v
 	}
-}
-
-func countCorrect[T kernels.Float](logits, y []T, mask []float64, k int) int {
-	n := 0
-	for i, m := range mask {
-		if m == 0 {
-			continue
-		}
-		if argmax(logits[i*k:(i+1)*k]) == argmax(y[i*k:(i+1)*k]) {
-			n++
-		}
-	}
-	return n
 }
 
 func argmax[T kernels.Float](v []T) int {

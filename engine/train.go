@@ -8,16 +8,19 @@
 // CheckpointOptions.Every steps, before the first step and when the run ends or stops, and
 // resumes from one bit for bit (CheckpointOptions documents the ledger invariant and the
 // exceptions). Numerical guards: an example whose gradient norm is not finite gets clipping
-// coefficient 0 and is counted (EpochStats.NonFinite); a step whose summed loss is not finite
-// is counted (EpochStats.NonFiniteLoss) and left out of the mean loss; a run whose parameters
+// coefficient 0 and is counted (EpochStats.NonFinite), and its loss and prediction are left out
+// of the step's statistics (so one hostile record cannot make them NaN); a step whose summed
+// loss is still not finite (a finite gradient with an infinite loss) is counted
+// (EpochStats.NonFiniteLoss) and left out of the mean loss; a run whose parameters
 // (or moving average) become non-finite or whose noisy gradient overflows stops with an error
 // wrapping ErrDiverged, without writing a checkpoint, so the last good one stays intact; a
 // step whose every example is non-finite does not stop the run (that stop would reveal a
 // hostile record: only released values decide). Config.Secure draws the noise from a
 // cryptographically secure source (kernels.AddSecureGaussian).
 //
-// Devices: Config.Device runs the steps of dense float32 models on the CUDA trainer (package
-// cuda, device.go here), with the same sampler, noise keys, schedule, guards, ledger and
+// One step: run.dpStep (backend.go) is the DP step for every backend — the CPU's replicas
+// (cpuBackend) or a CUDA device (cudaBackend, backend_cuda.go; Config.Device runs dense
+// float32 models there, device.go) — with the same sampler, noise keys, schedule, guards, ledger and
 // checkpoints; DeviceAuto falls back to the CPU, saying why, when the device cannot take the run.
 package engine
 
@@ -75,7 +78,7 @@ type Config struct {
 	Secure bool
 	// Device chooses where the steps run: DeviceCPU ("" too), DeviceCUDA or DeviceAuto
 	// (device.go; CUDASupport says which runs the device takes). On the device the steps run
-	// on the CUDA trainer; evaluation, the moving average, the guards, the ledger and the
+	// on the CUDA backend; evaluation, the moving average, the guards, the ledger and the
 	// checkpoints stay on the host, with the parameters and optimizer state brought back for
 	// them. Results equal the CPU's to float32 rounding, not bitwise (the GEMMs sum in another
 	// order); a device run is reproducible and resumes bit for bit on the device.
@@ -87,10 +90,10 @@ type Config struct {
 	OnDeviceFallback func(why string)
 }
 
-// Noise mechanisms of Config.Noise.
+// Noise mechanisms of Config.Noise: the accounting's names (one home for the name set).
 const (
-	NoiseGaussian = "gaussian"
-	NoiseBall     = "ball"
+	NoiseGaussian = accounting.MechanismGaussian
+	NoiseBall     = accounting.MechanismBall
 )
 
 // Validate checks every field against its valid range.
@@ -165,22 +168,9 @@ type Privacy struct {
 	Ledger *accounting.Ledger
 }
 
-// EpochStats is what the loop reports after each epoch.
-type EpochStats struct {
-	Epoch     int     `json:"epoch"`
-	Steps     int     `json:"steps"`
-	TrainLoss float64 `json:"train_loss"`
-	TrainAcc  float64 `json:"train_accuracy"`
-	TestAcc   float64 `json:"test_accuracy"`
-	Epsilon   float64 `json:"epsilon"`
-	NonFinite int     `json:"non_finite_examples"`
-	// NonFiniteLoss counts the steps whose summed loss was not finite (their loss is left
-	// out of TrainLoss); the examples behind it had non-finite gradients, zeroed (NonFinite).
-	NonFiniteLoss int     `json:"non_finite_loss_steps"`
-	ClippedFrac   float64 `json:"clipped_fraction"`
-	Seconds       float64 `json:"seconds"`
-	ExamplesSeen  int     `json:"examples"`
-}
+// EpochStats is what the loop reports after each epoch; a checkpoint carries the same record
+// (one type, defined with the checkpoint format).
+type EpochStats = checkpoint.EpochStats
 
 // Result summarizes a run.
 type Result struct {
@@ -306,17 +296,17 @@ type run[T kernels.Float] struct {
 	cfg    Config
 	params *nn.Params
 	ema    *nn.Params
-	reps   []*replica[T]
 	evals  []*evaluator[T]
-	sums   [][]float64 // the clipped sum and its noise, in float64 (see gradStep)
-	grads  [][]T       // the noisy sum over the expected batch, rounded to T
+	sizes  []int // each parameter tensor's length
 	opt    *optimizer[T]
-	rows   []int
-	mask   []float64
 	idx    []int
 	noise  uint64
 	secure *kernels.SecureSource // Config.Secure: the noise source
-	gpu    *gpu                  // the CUDA trainer (nil: the steps run on the CPU)
+	// be runs the DP step's numbers (backend): the CPU's replicas, or the CUDA device when
+	// dev is set. nil until initBackend (a Learner on a device binds its first dataset).
+	be         backend
+	dev        *cuda.Device
+	deviceName string
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -324,7 +314,7 @@ func newRun[T kernels.Float](cfg Config) (*run[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return r, r.build()
+	return r, r.build(nil)
 }
 
 // newRunParams makes the run's initial parameters; build completes the run.
@@ -336,25 +326,16 @@ func newRunParams[T kernels.Float](cfg Config) (*run[T], error) {
 	return &run[T]{cfg: cfg, params: params, noise: seedmix.Mix(cfg.Seed, 3)}, nil
 }
 
-// build makes the noise source, the training graphs (none on the device), the evaluation
-// graphs, the gradient buffers and the optimizer.
-func (r *run[T]) build() error {
+// build makes the noise source, the evaluation graphs and the optimizer, then the backend
+// (initBackend) — unless the run asks for a device and has no training set yet (a Learner:
+// its first step binds the backend to the step's dataset).
+func (r *run[T]) build(train *datasets.Dataset) error {
 	cfg, params := r.cfg, r.params
 	var err error
 	if cfg.Secure && !cfg.NonPrivate {
 		if r.secure, err = kernels.NewSecureSource(); err != nil {
 			return err
 		}
-	}
-	for range cfg.Replicas {
-		if r.gpu != nil {
-			break
-		}
-		rep, err := newReplica[T](cfg.Arch, params, cfg.PhysicalBatch)
-		if err != nil {
-			return err
-		}
-		r.reps = append(r.reps, rep)
 	}
 	evalParams := params
 	if cfg.Optimizer.EMA > 0 {
@@ -368,78 +349,60 @@ func (r *run[T]) build() error {
 		}
 		r.evals = append(r.evals, ev)
 	}
-	var sizes []int
 	for _, p := range params.List {
-		n := p.Value.Shape().TotalSize()
-		sizes = append(sizes, n)
-		r.grads = append(r.grads, make([]T, n))
-		r.sums = append(r.sums, make([]float64, n))
+		r.sizes = append(r.sizes, p.Value.Shape().TotalSize())
 	}
-	r.opt = newOptimizer[T](cfg.Optimizer, sizes)
+	r.opt = newOptimizer[T](cfg.Optimizer, r.sizes)
+	if train == nil && cfg.Device != DeviceCPU && cfg.Device != "" {
+		return nil
+	}
+	return r.initBackend(train)
+}
+
+// initBackend puts the run on the CUDA device when it asks for one and the device can take
+// it (attachDevice), else on the CPU: Replicas graphs at the physical batch size.
+func (r *run[T]) initBackend(train *datasets.Dataset) error {
+	if train != nil {
+		if err := r.attachDevice(train); err != nil {
+			return err
+		}
+		if r.be != nil {
+			return nil
+		}
+	}
+	cb := &cpuBackend[T]{phys: r.cfg.PhysicalBatch, params: paramSlices[T](r.params), opt: r.opt}
+	r.be = cb
+	for range r.cfg.Replicas {
+		rep, err := newReplica[T](r.cfg.Arch, r.params, r.cfg.PhysicalBatch)
+		if err != nil {
+			return err
+		}
+		cb.reps = append(cb.reps, rep)
+	}
+	for _, n := range r.sizes {
+		cb.grads = append(cb.grads, make([]T, n))
+		cb.sums = append(cb.sums, make([]float64, n))
+	}
 	return nil
 }
 
-// step performs one logical DP-SGD step on the batch idx (docs/design.md steps 2–7).
+// step performs logical step number step of total on the batch idx (docs/design.md steps
+// 2–7): dpStep with the run's noise — Gaussian of std σ·C keyed (run's key, step, tensor),
+// one ball draw, or the secure source — and the schedule's learning rate.
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
-	if r.gpu != nil {
-		return r.stepGPU(idx, step, total, expectedBatch)
-	}
-	st, err := r.clippedSum(ds, idx)
-	if err != nil {
-		return st, err
-	}
+	noise := stepNoise{key: kernels.NoiseKey{Seed: r.noise, Step: uint64(step)}}
 	switch {
 	case r.cfg.NonPrivate:
 	case r.cfg.Noise == NoiseBall:
 		// One draw uniform in the ball over all parameters together: the
 		// mechanism's d is the total parameter count.
-		kernels.AddBall(r.sums, r.cfg.Radius, kernels.NoiseKey{Seed: r.noise, Step: uint64(step)})
+		noise.kind, noise.radius = noiseBall, r.cfg.Radius
 	case r.secure != nil:
-		std := r.cfg.Sigma * r.cfg.Clip
-		for _, g := range r.sums {
-			kernels.AddSecureGaussian(r.secure, g, std)
-		}
+		noise.kind, noise.std = noiseSecure, r.cfg.Sigma*r.cfg.Clip
 	default:
-		std := r.cfg.Sigma * r.cfg.Clip
-		for p, g := range r.sums {
-			kernels.AddGaussian(g, std, kernels.NoiseKey{Seed: r.noise, Step: uint64(step), Tensor: uint32(p)})
-		}
+		noise.kind, noise.std = noiseGaussian, r.cfg.Sigma*r.cfg.Clip
 	}
-	if err := r.update(expectedBatch, r.cfg.Optimizer.rate(step, total)); err != nil {
-		return st, err
-	}
-	if r.ema != nil {
-		emaUpdate(paramSlices[T](r.ema), paramSlices[T](r.params), r.cfg.Optimizer.EMA)
-	}
-	return st, nil
-}
-
-// clippedSum computes the batch idx's clipped per-example gradient sum into r.sums, in float64
-// (docs/design.md steps 2–5; gradStep says why float64); a non-private run does not clip.
-func (r *run[T]) clippedSum(ds *datasets.Dataset, idx []int) (StepStats, error) {
-	clip := kernels.ClipBound[T](r.cfg.Clip) // C less the float rounding margin: ‖clipped gᵢ‖ ≤ C
-	if r.cfg.NonPrivate {
-		clip = math.Inf(1)
-	}
-	return gradStep(r.reps, ds, idx, r.cfg.PhysicalBatch, clip, r.sums, r.rows, r.mask)
-}
-
-// update divides the noisy float64 sum in r.sums by the expected (public) batch size, never
-// the realized one, rounds it to T into r.grads (after the noise: post-processing), checks
-// that it is finite, and takes an optimizer step at rate lr (docs/design.md step 7). For a
-// float64 T this is the former in-place g·(1/expected), bit for bit.
-func (r *run[T]) update(expectedBatch, lr float64) error {
-	inv := 1 / expectedBatch
-	for p, g := range r.grads {
-		for j, v := range r.sums[p] {
-			g[j] = T(v * inv)
-		}
-	}
-	if err := checkFinite(r.grads); err != nil {
-		return err
-	}
-	r.opt.step(paramSlices[T](r.params), r.grads, lr)
-	return nil
+	return r.dpStep(ds, idx, noise, r.cfg.Optimizer.rate(step, total), expectedBatch)
 }
 
 func paramSlices[T kernels.Float](p *nn.Params) [][]T {
@@ -480,18 +443,15 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		return nil, err
 	}
 	r.noise = ckr.noiseKey
-	if err := r.attachDevice(train); err != nil {
-		return nil, err
-	}
-	if err := r.build(); err != nil {
+	if err := r.build(train); err != nil {
 		return nil, err
 	}
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
 	expected := smp.ExpectedBatchSize()
 	res = &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU}
-	if r.gpu != nil {
-		res.Device, res.DeviceName = DeviceCUDA, r.gpu.name
+	if r.dev != nil {
+		res.Device, res.DeviceName = DeviceCUDA, r.deviceName
 	}
 	epsAt := func(steps int) (float64, error) {
 		if cfg.NonPrivate || pv.Accountant == nil {
@@ -526,7 +486,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		if err := r.restore(c); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
-		if err := r.push(); err != nil {
+		if err := r.be.push(); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		if !cfg.NonPrivate {
@@ -572,7 +532,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			st.Partial = toCheckpointStats(es)
 			st.Partial.TrainAcc = float64(correct)
 		}
-		if err := r.pull(true); err != nil {
+		if err := r.be.pull(true); err != nil {
 			return fmt.Errorf("checkpoint at step %d: %w", step, err)
 		}
 		if err := ckr.current(); err != nil {
@@ -695,7 +655,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 			es.ClippedFrac /= float64(es.ExamplesSeen)
 		}
 		es.Steps = step
-		if err := r.pull(false); err != nil {
+		if err := r.be.pull(false); err != nil {
 			return res, fmt.Errorf("epoch %d: %w", epoch+1, err)
 		}
 		if es.TestAcc, err = r.evaluate(test); err != nil {
@@ -767,7 +727,7 @@ func lastGood(res *Result) string {
 // diverged returns why the run can no longer continue, or "": its parameters (or their moving
 // average) are not finite. It looks at released values only.
 func (r *run[T]) diverged() (string, error) {
-	ok, err := r.paramsFinite()
+	ok, err := r.be.paramsFinite()
 	if err != nil {
 		return "", err
 	}
@@ -798,7 +758,7 @@ func (res *Result) finishRate(start time.Time, examples int) {
 // parameters back; if that fails, the digest is left empty and the error returned.
 func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) error {
 	res.Steps = steps
-	if err := r.pull(false); err != nil {
+	if err := r.be.pull(false); err != nil {
 		return err
 	}
 	res.ParamsDigest = digest(paramSlices[T](r.params))
@@ -809,11 +769,11 @@ func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) error {
 }
 
 func (r *run[T]) close() {
-	if r.gpu != nil {
-		r.gpu.close()
+	if r.be != nil {
+		r.be.close()
 	}
-	for _, rep := range r.reps {
-		_ = rep.net.Close()
+	if r.dev != nil {
+		_ = r.dev.Close()
 	}
 	for _, ev := range r.evals {
 		_ = ev.net.Close()

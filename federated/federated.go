@@ -415,7 +415,7 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	if mc.Optimizer.Schedule == "cosine" {
 		return nil, errors.New("federated: optimizer schedule cosine: want constant (the local learning rate is fixed)")
 	}
-	if cfg.Mode == ModeOutput && !mc.NonPrivate && mc.Optimizer.Name == "adam" {
+	if cfg.Mode == ModeOutput && !mc.NonPrivate && mc.Optimizer.Name == engine.OptimizerAdam {
 		// Adam's first step is not linear in the gradient; the 2C/b sensitivity of I = 1 needs
 		// an update that is. (The projection onto the C-ball keeps I > 1 valid for any
 		// optimizer, but one rule is simpler to state.)
@@ -440,7 +440,12 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 		f.Close()
 		return nil, fmt.Errorf("federated: training set has %d features and %d classes, model wants %d and %d", train.D, train.Classes, mc.Arch.InputSize(), mc.Arch.Classes)
 	}
-	f.global = f.learners[0].Params(nil)
+	global, err := f.learners[0].Params(nil)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("federated: %w", err)
+	}
+	f.global = global
 
 	if err := f.calibrate(clients); err != nil {
 		f.Close()
@@ -745,8 +750,15 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 		j.err = err
 		return scratch
 	}
-	l.ResetOptimizer()
-	y0 := l.Params(nil)
+	if err := l.ResetOptimizer(); err != nil {
+		j.err = err
+		return scratch
+	}
+	y0, err := l.Params(nil)
+	if err != nil {
+		j.err = err
+		return scratch
+	}
 	lr := f.cfg.Model.Optimizer.LR
 	rng := rand.New(rand.NewPCG(seedmix.Mix(f.cfg.Model.Seed^batchStream, uint64(n)), uint64(t)))
 	noiseSeed := seedmix.Mix(f.cfg.Model.Seed^noiseStream, uint64(n))
@@ -774,7 +786,11 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 		j.loss += st.Loss
 		j.seen += st.BatchSize
 	}
-	y := l.Params(nil)
+	y, err := l.Params(nil)
+	if err != nil {
+		j.err = err
+		return scratch
+	}
 	for i := range y {
 		y[i] -= y0[i]
 	}

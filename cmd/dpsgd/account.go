@@ -156,7 +156,7 @@ func cmdAccount(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch mechanismArg(args) {
 	case "personalized":
 		return accountPersonalized(args, stdout)
-	case "ball":
+	case accounting.MechanismBall:
 		return accountBall(args, stdout)
 	}
 	f, err := parseAccountFlags(args, stdout)
@@ -201,7 +201,7 @@ func cmdAccount(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // resolve turns the flags into a sampler geometry, steps and a target.
 func (f *accountFlags) resolve() (*accountSetup, error) {
-	if f.mechanism != "gaussian" {
+	if f.mechanism != accounting.MechanismGaussian {
 		return nil, usagef("--mechanism %q: want gaussian, personalized or ball", f.mechanism)
 	}
 	st := &accountSetup{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/dpsgd/dpsgd/privacy/ball"
 	"github.com/spf13/pflag"
 )
@@ -120,7 +121,7 @@ func parseBallFlags(args []string, stdout io.Writer) (*ballFlags, error) {
 // (Radius 0 when it is to be solved).
 func (f *ballFlags) config() (ball.Config, error) {
 	var cfg ball.Config
-	if f.mechanism != "ball" {
+	if f.mechanism != accounting.MechanismBall {
 		return cfg, usagef("--mechanism %q: want ball", f.mechanism)
 	}
 	if !f.set["dim"] {
@@ -244,7 +245,7 @@ func (f *ballFlags) report(cfg ball.Config) (*ballReport, error) {
 	if f.set["steps"] {
 		steps = f.steps
 	}
-	rep := &ballReport{Mechanism: "ball", Accountant: ball.Name, Kind: "guarantee", Valid: true,
+	rep := &ballReport{Mechanism: accounting.MechanismBall, Accountant: ball.Name, Kind: "guarantee", Valid: true,
 		Sampler: cfg.Sampler, Adjacency: ball.Adjacency(cfg.Sampler), Dim: cfg.Dim, Distance: cfg.Distance,
 		DatasetSize: cfg.DatasetSize, Steps: steps, Composition: ball.Exact.String()}
 	if f.set["clip"] {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/dpsgd/dpsgd/cuda"
+	"github.com/dpsgd/dpsgd/engine"
 )
 
 // deviceResolve turns --device into a choice: "cpu" never uses the GPU; "auto" uses it when
@@ -17,14 +18,14 @@ func deviceResolve(name string, stderr io.Writer) (useCUDA bool, err error) {
 	case "cpu":
 		return false, nil
 	case "auto", "":
-		ok, why := cuda.Available()
-		if !ok {
-			fmt.Fprintf(stderr, "dpsgd: no usable GPU, running on the CPU (%s)\n", why)
+		if _, err := engine.ProbeDevice(cuda.Options{}); err != nil {
+			fmt.Fprintf(stderr, "dpsgd: no usable GPU, running on the CPU (%v)\n", err)
+			return false, nil
 		}
-		return ok, nil
+		return true, nil
 	case "cuda", "gpu":
-		if ok, why := cuda.Available(); !ok {
-			return false, usagef("--device cuda: no usable GPU: %s", why)
+		if _, err := engine.ProbeDevice(cuda.Options{}); err != nil {
+			return false, usagef("--device cuda: no usable GPU: %v", err)
 		}
 		return true, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
 	"github.com/spf13/pflag"
@@ -72,7 +73,7 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if draws > 1<<33 {
 		return usagef("--draws %d: want at most 2^33", draws)
 	}
-	d, err := cuda.Open(cuda.Options{})
+	d, err := engine.OpenDevice(cuda.Options{})
 	if err != nil {
 		return usagef("selftest needs a GPU: %v", err)
 	}
@@ -250,9 +251,9 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		cpu  func([]float32)
 		dev  func() error
 	}{
-		{"gaussian (same stream)", func(v []float32) { kernels.AddGaussianAt(v, 2, key, 3) }, func() error { return d.AddGaussian(G, n, 2, key, 3) }},
-		{"laplace (same stream)", func(v []float32) { kernels.AddLaplace(v, 0.5, key) }, func() error { return d.AddLaplace(G, n, 0.5, key) }},
-		{"ball (same draw)", func(v []float32) { kernels.AddBall([][]float32{v}, 3, key) }, func() error { return d.AddBall([]cuda.Buffer{G}, []int{n}, 3, key) }},
+		{"gaussian (same stream)", func(v []float32) { kernels.AddGaussianAt(v, 2, key, 3) }, func() error { return d.AddGaussian(G, n, 2, cuda.PhiloxKey(key), 3) }},
+		{"laplace (same stream)", func(v []float32) { kernels.AddLaplace(v, 0.5, key) }, func() error { return d.AddLaplace(G, n, 0.5, cuda.PhiloxKey(key)) }},
+		{"ball (same draw)", func(v []float32) { kernels.AddBall([][]float32{v}, 3, key) }, func() error { return d.AddBall([]cuda.Buffer{G}, []int{n}, 3, cuda.PhiloxKey(key)) }},
 	} {
 		want := append([]float32(nil), x...)
 		c.cpu(want)
@@ -309,7 +310,7 @@ func selftestMoments(ctx context.Context, d *cuda.Device, draws int) (mean, std,
 			return 0, 0, 0, err
 		}
 		m := min(chunk, draws-off)
-		if err := errors.Join(d.FillGaussian(g, m, key, uint64(off)), cuda.Download(d, buf[:m], g)); err != nil {
+		if err := errors.Join(d.FillGaussian(g, m, cuda.PhiloxKey(key), uint64(off)), cuda.Download(d, buf[:m], g)); err != nil {
 			return 0, 0, 0, err
 		}
 		for _, v := range buf[:m] {
@@ -344,21 +345,26 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		idx[i] = i
 	}
 	timeSteps := func(nonPrivate bool) (float64, error) {
-		p, err := nn.NewParams(arch, tensor.Float32, 1)
+		sigma := 1.0
+		if nonPrivate {
+			sigma = 0
+		}
+		l, err := engine.NewLearner(engine.Config{Arch: arch, Dtype: tensor.Float32, PhysicalBatch: batch, Replicas: 1, Clip: 1, Sigma: 1,
+			NonPrivate: nonPrivate, Seed: 3, Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: 0.01}, Device: engine.DeviceCUDA})
 		if err != nil {
 			return 0, err
 		}
-		tr, err := cuda.NewTrainer(d, cuda.TrainerConfig{Arch: arch, PhysicalBatch: batch, Clip: 1, Sigma: 1, NonPrivate: nonPrivate, NoiseSeed: 3}, p, ds)
-		if err != nil {
-			return 0, err
+		defer l.Close()
+		step := func(s int) error {
+			_, err := l.Step(ds, idx, sigma, kernels.NoiseKey{Seed: 3, Step: uint64(s)}, 0.01, float64(batch))
+			return err
 		}
-		defer tr.Close()
-		if _, err := tr.Step(idx, 0, float64(batch), 0.01); err != nil { // warm-up
+		if err := step(0); err != nil { // warm-up: opens the device, uploads the data
 			return 0, err
 		}
 		start := time.Now()
 		for s := range reps {
-			if _, err := tr.Step(idx, s+1, float64(batch), 0.01); err != nil {
+			if err := step(s + 1); err != nil {
 				return 0, err
 			}
 		}
@@ -425,8 +431,8 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 			}
 			for i, l := range ls {
 				if err := errors.Join(d.ClippedSum(W[i], Bb[i], A[i], E[i], batch, l.in, l.out, c, s),
-					d.AddGaussian(W[i], l.in*l.out, 1, kernels.NoiseKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
-					d.AddGaussian(Bb[i], l.out, 1, kernels.NoiseKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
+					d.AddGaussian(W[i], l.in*l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
+					d.AddGaussian(Bb[i], l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
 					return err
 				}
 			}
@@ -447,7 +453,7 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 	}
 	el, err = d.Elapsed(func() error {
 		for r := range reps {
-			if err := d.FillGaussian(g, nn24, kernels.NoiseKey{Seed: 9, Step: uint64(r)}, 0); err != nil {
+			if err := d.FillGaussian(g, nn24, cuda.PhiloxKey{Seed: 9, Step: uint64(r)}, 0); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dpsgd/dpsgd/cuda"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 )
 
 // selftestFake builds the fake CUDA driver (cuda/testdata/fake) and points DPSGD_LIBCUDA and
@@ -17,7 +18,7 @@ import (
 func selftestFake(t *testing.T) {
 	t.Helper()
 	selftestFakeOnce.Do(func() {
-		selftestFakeLibs[0], selftestFakeLibs[1], selftestFakeErr = cuda.BuildFakeDriver(t.TempDir())
+		selftestFakeLibs[0], selftestFakeLibs[1], selftestFakeErr = cuda.BuildFakeDriver(t.TempDir(), kcuda.Source())
 	})
 	if selftestFakeErr != nil {
 		t.Skip("fake CUDA driver unavailable: " + selftestFakeErr.Error())

@@ -52,7 +52,7 @@ func defaultModel(dataset string) string {
 }
 
 func presetFor(dataset, model string) preset {
-	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: "momentum", momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
+	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: engine.OptimizerMomentum, momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
 	switch dataset + "/" + model {
 	case "mnist/cnn":
 		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
@@ -123,7 +123,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.sigma, "sigma", 0, "noise multiplier σ (noise std σ·C); default: calibrated to --target-epsilon over --epochs")
 	fs.Float64Var(&f.clip, "clip", 0, "per-example clip norm C")
 	fs.Float64Var(&f.lr, "lr", 0, "learning rate")
-	fs.StringVar(&f.optimizer, "optimizer", "", "sgd, momentum or adam")
+	fs.StringVar(&f.optimizer, "optimizer", "", strings.Join(engine.OptimizerNames(), ", ")+" (each with its own default --lr)")
 	fs.Float64Var(&f.momentum, "momentum", -1, "momentum coefficient (optimizer momentum)")
 	fs.Float64Var(&f.decay, "weight-decay", -1, "L2 weight decay")
 	fs.StringVar(&f.schedule, "schedule", "", "learning-rate schedule: constant or cosine")
@@ -163,13 +163,17 @@ func (f *trainFlags) helpDefaults() string {
 	}
 	p := presetFor(f.dataset, model)
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	optimizer := p.optimizer
+	if fl := f.fs.Lookup("optimizer"); fl.Changed {
+		optimizer = f.optimizer
+	}
 	widths := make([]string, len(p.hidden))
 	for i, w := range p.hidden {
 		widths[i] = strconv.Itoa(w)
 	}
 	for name, v := range map[string]string{
 		"model": model, "hidden": strings.Join(widths, ","), "activation": p.activation,
-		"batch-size": strconv.Itoa(p.batch), "epochs": strconv.Itoa(p.epochs), "lr": num(p.lr),
+		"batch-size": strconv.Itoa(p.batch), "epochs": strconv.Itoa(p.epochs), "lr": num(engine.OptimizerDefaultLR(optimizer, p.lr)),
 		"clip": num(p.clip), "optimizer": p.optimizer, "momentum": num(p.momentum),
 		"weight-decay": num(p.decay), "schedule": p.schedule, "ema": num(p.ema),
 		"target-epsilon": num(p.targetEps),
@@ -216,9 +220,11 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	p := presetFor(f.dataset, f.model)
 	orPreset(f.set["batch-size"], &f.batch, p.batch)
 	orPreset(f.set["epochs"], &f.epochs, p.epochs)
-	orPreset(f.set["lr"], &f.lr, p.lr)
 	orPreset(f.set["clip"], &f.clip, p.clip)
 	orPreset(f.set["optimizer"], &f.optimizer, p.optimizer)
+	// Each optimizer has its own default rate (Adam's step is about lr per coordinate: the
+	// SGD presets' rates diverge with it).
+	orPreset(f.set["lr"], &f.lr, engine.OptimizerDefaultLR(f.optimizer, p.lr))
 	orPreset(f.set["momentum"], &f.momentum, p.momentum)
 	orPreset(f.set["weight-decay"], &f.decay, p.decay)
 	orPreset(f.set["schedule"], &f.schedule, p.schedule)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 )
 
 // TestMain points DPSGD_LIBCUDA, unless the environment sets it, at a library that does not
@@ -212,7 +213,7 @@ func TestTrainDeviceAutoNoDriver(t *testing.T) {
 func TestTrainDeviceFaults(t *testing.T) {
 	// The children load their own build (this process may have loaded the shared one from a
 	// directory since removed).
-	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir())
+	libcuda, libcublas, err := cuda.BuildFakeDriver(t.TempDir(), kcuda.Source())
 	if err != nil {
 		t.Skip("fake CUDA driver unavailable: " + err.Error())
 	}

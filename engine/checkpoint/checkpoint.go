@@ -173,17 +173,20 @@ type Config struct {
 	Meta map[string]string `json:"meta,omitempty"`
 }
 
-// EpochStats mirrors engine.EpochStats. In State.Partial (the epoch in progress) TrainLoss is
-// the running sum of losses, TrainAcc the count of correct examples and ClippedFrac the count
-// of clipped examples; in State.History they are the epoch's means.
+// EpochStats is one epoch's statistics, as the engine reports them after each epoch
+// (engine.EpochStats is this type). In State.Partial (the epoch in progress) TrainLoss is the
+// running sum of losses, TrainAcc the count of correct examples and ClippedFrac the count of
+// clipped examples; in State.History and the engine's reports they are the epoch's means.
 type EpochStats struct {
-	Epoch         int     `json:"epoch"`
-	Steps         int     `json:"steps"`
-	TrainLoss     float64 `json:"train_loss"`
-	TrainAcc      float64 `json:"train_accuracy"`
-	TestAcc       float64 `json:"test_accuracy"`
-	Epsilon       float64 `json:"epsilon"`
-	NonFinite     int     `json:"non_finite_examples"`
+	Epoch     int     `json:"epoch"`
+	Steps     int     `json:"steps"`
+	TrainLoss float64 `json:"train_loss"`
+	TrainAcc  float64 `json:"train_accuracy"`
+	TestAcc   float64 `json:"test_accuracy"`
+	Epsilon   float64 `json:"epsilon"` // NaN in the engine's report of a non-private run; 0 in a checkpoint
+	NonFinite int     `json:"non_finite_examples"`
+	// NonFiniteLoss counts the steps whose summed loss was not finite (their loss is left
+	// out of TrainLoss); the examples behind it had non-finite gradients, zeroed (NonFinite).
 	NonFiniteLoss int     `json:"non_finite_loss_steps"`
 	ClippedFrac   float64 `json:"clipped_fraction"`
 	Seconds       float64 `json:"seconds"`

@@ -146,7 +146,7 @@ func (op *xentOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 
 // rowMaxSum returns a row's maximum m (NaN when the first logit is NaN; a later NaN leaves m
 // alone but makes s NaN) and s = Σₖ exp(zₖ − m) ≥ 1, in float64.
-func rowMaxSum[T float32 | float64](z []T) (m, s float64) {
+func rowMaxSum[T ~float32 | ~float64](z []T) (m, s float64) {
 	m = float64(z[0])
 	for _, v := range z[1:] {
 		if float64(v) > m {
@@ -160,26 +160,34 @@ func rowMaxSum[T float32 | float64](z []T) (m, s float64) {
 }
 
 // xentLoss is Σᵢ ℓᵢ over the b×k row-major logits z and labels y, in float64.
-func xentLoss[T float32 | float64](z, y []T, b, k int) float64 {
+func xentLoss[T ~float32 | ~float64](z, y []T, b, k int) float64 {
 	var total float64
 	for i := range b {
-		zi, yi := z[i*k:(i+1)*k], y[i*k:(i+1)*k]
-		if !anyNonZero(yi) {
-			continue
-		}
-		m, s := rowMaxSum(zi)
-		lse := m + math.Log(s)
-		for j, w := range yi {
-			if w != 0 {
-				total += float64(w) * (lse - float64(zi[j]))
-			}
-		}
+		total += XentRowLoss(z[i*k:(i+1)*k], y[i*k:(i+1)*k])
 	}
 	return total
 }
 
+// XentRowLoss is one row's softmax cross-entropy ℓ = Σₖ yₖ·(log Σⱼ exp zⱼ − zₖ), in float64
+// with the row's own maximum (0 for a row whose labels are all zero: a padding row). The
+// loss op of the training graph sums it over the rows.
+func XentRowLoss[T ~float32 | ~float64](z, y []T) float64 {
+	if !anyNonZero(y) {
+		return 0
+	}
+	m, s := rowMaxSum(z)
+	lse := m + math.Log(s)
+	var l float64
+	for j, w := range y {
+		if w != 0 {
+			l += float64(w) * (lse - float64(z[j]))
+		}
+	}
+	return l
+}
+
 // xentGrad sets out = g·(softmax(zᵢ)·Σₖ yᵢₖ − yᵢ) row by row; rows with Σₖ yᵢₖ = 0 get zeros.
-func xentGrad[T float32 | float64](out, z, y []T, b, k int, g float64) {
+func xentGrad[T ~float32 | ~float64](out, z, y []T, b, k int, g float64) {
 	for i := range b {
 		oi, zi, yi := out[i*k:(i+1)*k], z[i*k:(i+1)*k], y[i*k:(i+1)*k]
 		if !anyNonZero(yi) {
@@ -198,7 +206,7 @@ func xentGrad[T float32 | float64](out, z, y []T, b, k int, g float64) {
 	}
 }
 
-func anyNonZero[T float32 | float64](y []T) bool {
+func anyNonZero[T ~float32 | ~float64](y []T) bool {
 	for _, w := range y {
 		if w != 0 {
 			return true

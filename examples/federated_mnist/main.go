@@ -22,8 +22,9 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"math"
 	"os"
@@ -38,8 +39,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
+// errUsage marks a usage error (exit 2).
+var errUsage = errors.New("usage")
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "federated_mnist:", err)
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, "federated_mnist:", err)
 		os.Exit(1)
 	}
@@ -57,7 +67,7 @@ type options struct {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
-	fs := flag.NewFlagSet("federated_mnist", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("federated_mnist", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dataDir, "data-dir", "../shared/datasets/mnist", "directory with the MNIST IDX files")
 	fs.IntVar(&o.clients, "clients", 100, "number of clients")
@@ -74,13 +84,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.partition, "partition", "iid", "iid or label")
 	fs.StringVar(&o.only, "only", "", "run only these of personalized,uniform,non-private (comma-separated)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	var eps []float64
 	for _, s := range strings.Split(o.epsilonSet, ",") {
 		var v float64
 		if _, err := fmt.Sscan(strings.TrimSpace(s), &v); err != nil || !(v > 0) {
-			return fmt.Errorf("--epsilons %q: want positive numbers", o.epsilonSet)
+			return fmt.Errorf("%w: --epsilons %q: want positive numbers", errUsage, o.epsilonSet)
 		}
 		eps = append(eps, v)
 	}
@@ -117,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg := federated.Config{
 			Model: engine.Config{
 				Arch: arch, Dtype: tensor.Float32, Clip: o.clip, Seed: o.seed, NonPrivate: r.nonPrivate,
-				Optimizer: engine.OptimizerConfig{Name: "sgd", LR: o.lr},
+				Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: o.lr},
 			},
 			Rounds: o.rounds, Draws: o.k, LocalSteps: o.localSteps, LocalBatch: o.localBatch,
 			UniformNoise: r.uniform, EvalEvery: max(1, o.rounds/5),

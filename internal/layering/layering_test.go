@@ -15,23 +15,10 @@ import (
 // edge is one import, importer → imported, as paths relative to the module ("engine/nn").
 type edge struct{ from, to string }
 
-// allowlist holds the back edges the code has today, each with the reason it exists. The list
+// allowlist holds the back edges the code has today (none), each with the reason it exists. The list
 // must only shrink: delete an entry when its import goes away (the test fails on an entry whose
 // edge no longer exists), and fix an import that breaks a rule instead of adding it here.
-var allowlist = map[edge]string{
-	// The dense device trainer (cuda/trainer.go, cuda.Trainer) still lives in the device layer
-	// instead of in the engine: it takes the model as an nn.Arch and reads the training data from
-	// a datasets.Dataset. Both edges go when the CUDA backend moves into the engine and cuda keeps
-	// only the driver layer.
-	{"cuda", "engine/nn"}: "cuda.Trainer takes the model as an nn.Arch; goes when the CUDA backend moves into the engine",
-	{"cuda", "datasets"}:  "cuda.Trainer reads a datasets.Dataset; goes when the CUDA backend moves into the engine",
-	// The device noise is bit for bit the CPU's because cuda shares the CPU kernels' Philox key and
-	// limits (kernels.NoiseKey, MaxStreamLen, MaxBallRadius, BallRadiusTensor); and cuda loads the
-	// PTX from the Go package kernels/cuda, which embeds it. Both go with the same move: the
-	// backend in the engine owns the noise key and hands the PTX to the driver layer as bytes.
-	{"cuda", "kernels"}:      "cuda's noise launches take kernels.NoiseKey and kernels' limits; goes when the CUDA backend moves into the engine",
-	{"cuda", "kernels/cuda"}: "cuda loads the PTX embedded by kernels/cuda; goes when the backend hands the PTX to cuda as bytes",
-}
+var allowlist = map[edge]string{}
 
 // rule is one import rule: no package under one of from imports a package under one of forbid.
 type rule struct {

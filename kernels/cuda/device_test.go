@@ -1,12 +1,17 @@
-package cuda
+package cuda_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	drv "github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/kernels"
 )
+
+// The tests of this file run every kernel of dpsgd.cu through the device layer (package
+// cuda) on the fake driver, against the CPU kernel it reproduces.
 
 func randF32(rng *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
@@ -49,7 +54,7 @@ func TestNormsClipScaleAgainstCPU(t *testing.T) {
 
 	A, E, M := upload(t, d, a), upload(t, d, e), upload(t, d, mask)
 	Asq, Esq, N2, C := mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8)
-	if err := firstErr(d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h), d.Zero(N2, b*8),
+	if err := errors.Join(d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h), d.Zero(N2, b*8),
 		d.GhostAccum(N2, Asq, Esq, b, true), d.ClipCoefs(C, N2, M, clip, b)); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +124,7 @@ func TestGaussianSameStream(t *testing.T) {
 		want := append([]float32(nil), x...)
 		kernels.AddGaussianAt(want, 1.7, key, tc.off)
 		g := upload(t, d, x)
-		if err := d.AddGaussian(g, tc.n, 1.7, key, tc.off); err != nil {
+		if err := d.AddGaussian(g, tc.n, 1.7, drv.PhiloxKey(key), tc.off); err != nil {
 			t.Fatal(err)
 		}
 		got := download[float32](t, d, g, tc.n)
@@ -130,7 +135,7 @@ func TestGaussianSameStream(t *testing.T) {
 		}
 		fill := make([]float32, tc.n)
 		kernels.FillGaussianAt(fill, key, tc.off)
-		if err := d.FillGaussian(g, tc.n, key, tc.off); err != nil {
+		if err := d.FillGaussian(g, tc.n, drv.PhiloxKey(key), tc.off); err != nil {
 			t.Fatal(err)
 		}
 		got = download[float32](t, d, g, tc.n)
@@ -140,10 +145,10 @@ func TestGaussianSameStream(t *testing.T) {
 			}
 		}
 	}
-	if err := d.AddGaussian(Buffer{}, 1, math.NaN(), key, 0); err == nil {
+	if err := d.AddGaussian(drv.Buffer{}, 1, math.NaN(), drv.PhiloxKey(key), 0); err == nil {
 		t.Fatal("NaN std accepted")
 	}
-	if err := d.AddGaussian(mustAlloc(t, d, 8), 2, 1, key, kernels.MaxStreamLen-1); err == nil {
+	if err := d.AddGaussian(mustAlloc(t, d, 8), 2, 1, drv.PhiloxKey(key), kernels.MaxStreamLen-1); err == nil {
 		t.Fatal("window past MaxStreamLen accepted")
 	}
 }
@@ -168,7 +173,7 @@ func TestGaussianStreamBits(t *testing.T) {
 			fill := make([]float64, n)
 			kernels.FillGaussianAt(fill, key, off)
 			g := mustAlloc(t, d, 8*n)
-			if err := d.Launch("gaussian_f64", grid(int64(n/2+1)), g, int64(n), 0.0, key.Seed, key.Step, key.Tensor, off, int32(1)); err != nil {
+			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), g, int64(n), 0.0, key.Seed, key.Step, key.Tensor, off, int32(1)); err != nil {
 				t.Fatal(err)
 			}
 			got := download[float64](t, d, g, n)
@@ -190,7 +195,7 @@ func TestGaussianStreamBits(t *testing.T) {
 			want := append([]float64(nil), x...)
 			kernels.AddGaussianAt(want, 1.7, key, off)
 			gx := upload(t, d, x)
-			if err := d.Launch("gaussian_f64", grid(int64(n/2+1)), gx, int64(n), 1.7, key.Seed, key.Step, key.Tensor, off, int32(0)); err != nil {
+			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), gx, int64(n), 1.7, key.Seed, key.Step, key.Tensor, off, int32(0)); err != nil {
 				t.Fatal(err)
 			}
 			got = download[float64](t, d, gx, n)
@@ -199,7 +204,7 @@ func TestGaussianStreamBits(t *testing.T) {
 					t.Fatalf("add key %d off %d: %d = %v, CPU %v", ki, off, i, got[i], want[i])
 				}
 			}
-			for _, b := range []Buffer{g, gx} {
+			for _, b := range []drv.Buffer{g, gx} {
 				if err := d.Free(b); err != nil {
 					t.Fatal(err)
 				}
@@ -209,7 +214,7 @@ func TestGaussianStreamBits(t *testing.T) {
 	// The value whose float32 sum first showed the mistyped constant, by its own path.
 	key := keys[0]
 	g := mustAlloc(t, d, 8)
-	if err := d.Launch("gaussian_f64", grid(1), g, int64(1), 0.0, key.Seed, key.Step, key.Tensor, uint64(5663), int32(1)); err != nil {
+	if err := d.Launch("gaussian_f64", drv.Grid(1), g, int64(1), 0.0, key.Seed, key.Step, key.Tensor, uint64(5663), int32(1)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := download[float64](t, d, g, 1)[0], key.Normal(5663); math.Float64bits(got) != math.Float64bits(want) {
@@ -232,7 +237,7 @@ func TestLaplaceSameStream(t *testing.T) {
 		want := append([]float32(nil), x...)
 		kernels.AddLaplace(want, 0.25, tc.key)
 		g := upload(t, d, x)
-		if err := d.AddLaplace(g, len(x), 0.25, tc.key); err != nil {
+		if err := d.AddLaplace(g, len(x), 0.25, drv.PhiloxKey(tc.key)); err != nil {
 			t.Fatal(err)
 		}
 		got := download[float32](t, d, g, len(x))
@@ -250,7 +255,7 @@ func TestLaplaceSameStream(t *testing.T) {
 		want64 := append([]float64(nil), x64...)
 		kernels.AddLaplaceAt(want64, 0.25, tc.key, off)
 		g64 := upload(t, d, x64)
-		if err := d.Launch("laplace_f64", grid(int64(tc.n/2+1)), g64, int64(tc.n), 0.25, tc.key.Seed, tc.key.Step, tc.key.Tensor, uint64(off)); err != nil {
+		if err := d.Launch("laplace_f64", drv.Grid(int64(tc.n/2+1)), g64, int64(tc.n), 0.25, tc.key.Seed, tc.key.Step, tc.key.Tensor, uint64(off)); err != nil {
 			t.Fatal(err)
 		}
 		got64 := download[float64](t, d, g64, tc.n)
@@ -259,7 +264,7 @@ func TestLaplaceSameStream(t *testing.T) {
 				t.Fatalf("Laplace f64 n=%d off=%d: %d = %v, CPU %v", tc.n, off, i, got64[i], want64[i])
 			}
 		}
-		for _, b := range []Buffer{g, g64} {
+		for _, b := range []drv.Buffer{g, g64} {
 			if err := d.Free(b); err != nil {
 				t.Fatal(err)
 			}
@@ -272,19 +277,19 @@ func TestBallSameNoise(t *testing.T) {
 	key := kernels.NoiseKey{Seed: 7, Step: 3, Tensor: 2}
 	lens := []int{5000, 3, 0, 4097, 1 << 18, 1<<16 + 1}
 	var cpu [][]float32
-	var bufs []Buffer
+	var bufs []drv.Buffer
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range lens {
 		x := randF32(rng, n, 0.1)
 		cpu = append(cpu, append([]float32(nil), x...))
 		if n == 0 {
-			bufs = append(bufs, Buffer{})
+			bufs = append(bufs, drv.Buffer{})
 			continue
 		}
 		bufs = append(bufs, upload(t, d, x))
 	}
 	kernels.AddBall(cpu, 2.5, key)
-	if err := d.AddBall(bufs, lens, 2.5, key); err != nil {
+	if err := d.AddBall(bufs, lens, 2.5, drv.PhiloxKey(key)); err != nil {
 		t.Fatal(err)
 	}
 	for p, n := range lens {
@@ -410,7 +415,7 @@ func BenchmarkFakeGaussian(b *testing.B) {
 	g := mustAlloc(b, d, n*4)
 	b.SetBytes(n * 4)
 	for i := 0; b.Loop(); i++ {
-		if err := d.AddGaussian(g, n, 1, kernels.NoiseKey{Seed: 1, Step: uint64(i)}, 0); err != nil {
+		if err := d.AddGaussian(g, n, 1, drv.PhiloxKey(kernels.NoiseKey{Seed: 1, Step: uint64(i)}), 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,470 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/dpsgd/dpsgd/cuda"
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
+	"gorgonia.org/tensor"
+)
+
+// cudaLayer is one dense layer's device memory.
+type cudaLayer struct {
+	in, out int
+	w, b    cuda.Buffer // parameters
+	gw, gb  cuda.Buffer // clipped (then noisy, normalized) gradient sums
+	mw, mb  cuda.Buffer // optimizer state: momentum / Adam first moment
+	vw, vb  cuda.Buffer // Adam second moment
+	z, h, e cuda.Buffer // pre-activation, output, error (phys rows)
+}
+
+// cudaBackend is the CUDA backend of the DP step (backend): a dense float32 model (logreg or
+// MLP; CUDASupport) on one device, with the training set, the parameters, the gradient sums
+// and the optimizer's moments in device memory; a step uploads only the batch's indices and
+// reads back per-example statistics. The step's logic (which noise, its key, the learning
+// rate, the guards) is run.dpStep's; this type runs its numbers with the kernels of
+// kernels/cuda through the driver layer (package cuda). It is not safe for concurrent use.
+type cudaBackend struct {
+	d      *cuda.Device
+	name   string
+	phys   int
+	tanh   bool
+	params *nn.Params // the host mirror, float32
+	opt    *optimizer[float32]
+
+	ds      *datasets.Dataset // the training set on the device (X, Y)
+	layers  []*cudaLayer
+	x, y    cuda.Buffer // phys×D input, phys×K one-hot targets
+	X, Y    cuda.Buffer // the training set
+	idx     cuda.Buffer // phys int32
+	mask    cuda.Buffer
+	asq     cuda.Buffer
+	esq     cuda.Buffer
+	norm2   cuda.Buffer
+	coef    cuda.Buffer
+	loss    cuda.Buffer
+	correct cuda.Buffer
+	scratch cuda.Buffer
+	ones    cuda.Buffer
+	flag    cuda.Buffer
+	owned   []cuda.Buffer
+
+	hIdx  []int32
+	hCoef []float64
+	hNorm []float64
+	hLoss []float64
+	hCorr []int32
+	hFlag []int32
+}
+
+// OpenDevice opens the CUDA device of opts with dpsgd's kernels (kernels/cuda's PTX, unless
+// opts.PTX names another module).
+func OpenDevice(opts cuda.Options) (*cuda.Device, error) {
+	if opts.PTX == "" {
+		opts.PTX = kcuda.PTX()
+	}
+	return cuda.Open(opts)
+}
+
+// ProbeDevice opens the device of opts (OpenDevice) and closes it again, returning its
+// description, or why it cannot be opened.
+func ProbeDevice(opts cuda.Options) (string, error) {
+	d, err := OpenDevice(opts)
+	if err != nil {
+		return "", err
+	}
+	name := d.Info().String()
+	if err := d.Close(); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// newCUDABackend puts the run's model on d: it uploads the training set, the parameters
+// (float32, as nn.NewParams makes them for cfg.Arch) and the optimizer's state. d stays the
+// caller's (close does not close it).
+func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimizer[float32], train *datasets.Dataset) (*cudaBackend, error) {
+	if err := CUDASupport(cfg); err != nil {
+		return nil, err
+	}
+	shapes, err := cfg.Arch.Layers()
+	if err != nil {
+		return nil, err
+	}
+	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes) {
+		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d layers: want 2 float32 per layer", len(params.List), params.Dtype, len(shapes))
+	}
+	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, params: params, opt: opt}
+	if err := b.setup(shapes, train); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *cudaBackend) alloc(bytes int) (cuda.Buffer, error) {
+	buf, err := b.d.Alloc(max(bytes, 4))
+	if err == nil {
+		b.owned = append(b.owned, buf)
+	}
+	return buf, err
+}
+
+func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) error {
+	p := b.phys
+	var err error
+	a := func(bytes int) cuda.Buffer {
+		if err != nil {
+			return cuda.Buffer{}
+		}
+		var buf cuda.Buffer
+		buf, err = b.alloc(bytes)
+		return buf
+	}
+	d, k := train.D, train.Classes
+	b.x, b.y = a(p*d*4), a(p*k*4)
+	b.idx, b.mask = a(p*4), a(p*8)
+	b.asq, b.esq, b.norm2, b.coef = a(p*8), a(p*8), a(p*8), a(p*8)
+	b.loss, b.correct, b.flag = a(p*8), a(p*4), a(4)
+	maxOut := 0
+	for _, s := range shapes {
+		maxOut = max(maxOut, s.Out)
+	}
+	b.scratch = a(p * maxOut * 4)
+	b.ones = a(p * 4)
+	moments := b.opt.kind.moments
+	for _, s := range shapes {
+		l := &cudaLayer{in: s.In, out: s.Out}
+		l.w, l.b = a(s.In*s.Out*4), a(s.Out*4)
+		l.gw, l.gb = a(s.In*s.Out*4), a(s.Out*4)
+		l.z, l.h, l.e = a(p*s.Out*4), a(p*s.Out*4), a(p*s.Out*4)
+		if moments >= 1 {
+			l.mw, l.mb = a(s.In*s.Out*4), a(s.Out*4)
+		}
+		if moments >= 2 {
+			l.vw, l.vb = a(s.In*s.Out*4), a(s.Out*4)
+		}
+		b.layers = append(b.layers, l)
+	}
+	if err != nil {
+		return err
+	}
+	ones := make([]float32, p)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if err := cuda.Upload(b.d, b.ones, ones); err != nil {
+		return err
+	}
+	b.hIdx, b.hCoef, b.hNorm = make([]int32, p), make([]float64, p), make([]float64, p)
+	b.hLoss, b.hCorr, b.hFlag = make([]float64, p), make([]int32, p), make([]int32, 1)
+	if err := b.bind(train); err != nil {
+		return err
+	}
+	return b.push()
+}
+
+// bind uploads ds as the training set the steps read (once per dataset: a step on the bound
+// dataset uploads nothing).
+func (b *cudaBackend) bind(ds *datasets.Dataset) error {
+	if ds == b.ds {
+		return nil
+	}
+	if ds.N > math.MaxInt32 {
+		return fmt.Errorf("engine: cuda backend: %d examples: at most %d", ds.N, math.MaxInt32)
+	}
+	labels := make([]int32, len(ds.Y))
+	for i, v := range ds.Y {
+		if v < 0 || v >= ds.Classes {
+			return fmt.Errorf("engine: cuda backend: label %d of example %d: want [0, %d)", v, i, ds.Classes)
+		}
+		labels[i] = int32(v)
+	}
+	if b.ds != nil {
+		b.free(b.X, b.Y)
+		b.ds = nil
+	}
+	var err error
+	if b.X, err = b.alloc(len(ds.X) * 4); err != nil {
+		return err
+	}
+	if b.Y, err = b.alloc(len(labels) * 4); err != nil {
+		return err
+	}
+	if err := firstErr(cuda.Upload(b.d, b.X, ds.X), cuda.Upload(b.d, b.Y, labels)); err != nil {
+		return err
+	}
+	b.ds = ds
+	return nil
+}
+
+// free frees bufs and forgets them.
+func (b *cudaBackend) free(bufs ...cuda.Buffer) {
+	for _, f := range bufs {
+		_ = b.d.Free(f)
+		for i, o := range b.owned {
+			if o == f {
+				b.owned = append(b.owned[:i], b.owned[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// clippedSum runs the batch idx of ds in physical batches of phys rows (the last padded and
+// masked): forward, per-example errors, ghost norms, clip coefficients aiming at clip (+Inf:
+// no clipping), and the clipped sums by GEMM into the layers' gw, gb.
+func (b *cudaBackend) clippedSum(ds *datasets.Dataset, idx []int, clip float64) (StepStats, error) {
+	var st StepStats
+	if err := b.bind(ds); err != nil {
+		return st, err
+	}
+	p := b.phys
+	k := max((len(idx)+p-1)/p, 1)
+	for c := range k {
+		lo, hi := c*p, min((c+1)*p, len(idx))
+		n := max(hi-lo, 0)
+		for i := range p {
+			b.hIdx[i] = 0
+			if i < n {
+				j := idx[lo+i]
+				if j < 0 || j >= ds.N {
+					return st, fmt.Errorf("engine: cuda backend: index %d: want [0, %d)", j, ds.N)
+				}
+				b.hIdx[i] = int32(j)
+			}
+		}
+		if err := b.physical(n, clip, c == 0); err != nil {
+			return st, err
+		}
+		if err := firstErr(cuda.Download(b.d, b.hCoef, b.coef), cuda.Download(b.d, b.hNorm, b.norm2), cuda.Download(b.d, b.hLoss, b.loss),
+			cuda.Download(b.d, b.hCorr, b.correct)); err != nil {
+			return st, err
+		}
+		for i := range n {
+			v := b.hNorm[i]
+			// A non-finite example has clipping coefficient 0: counted among the clipped, as
+			// on the CPU.
+			// Its loss and prediction are not counted (cpuBackend counts alike).
+			if !(v >= 0 && v <= math.MaxFloat64) {
+				st.NonFinite++
+				st.Clipped++
+				continue
+			}
+			if b.hCoef[i] < 1 {
+				st.Clipped++
+			}
+			st.Loss += b.hLoss[i]
+			st.Correct += int(b.hCorr[i])
+		}
+		st.BatchSize += n
+	}
+	return st, nil
+}
+
+// physical runs one physical batch of n real rows (the indices in b.hIdx) and adds its
+// clipped sums to the gradients (first: sets them).
+func (b *cudaBackend) physical(n int, clip float64, first bool) error {
+	d, p, ds := b.d, b.phys, b.ds
+	if err := firstErr(cuda.Upload(d, b.idx, b.hIdx), d.PadMask(b.mask, n, p)); err != nil {
+		return err
+	}
+	if err := d.GatherBatch(b.x, b.y, b.X, b.Y, b.idx, b.mask, p, ds.D, ds.Classes); err != nil {
+		return err
+	}
+	// Forward: Z = A·W + b, H = act(Z) (the logits are the last Z).
+	a := b.x
+	for li, l := range b.layers {
+		if err := firstErr(d.Sgemm(false, false, p, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out), d.BiasAdd(l.z, l.b, p, l.out)); err != nil {
+			return err
+		}
+		if li < len(b.layers)-1 {
+			if err := d.Activate(l.h, l.z, p*l.out, b.tanh); err != nil {
+				return err
+			}
+			a = l.h
+		}
+	}
+	// Backward: errors at every pre-activation.
+	last := b.layers[len(b.layers)-1]
+	if err := d.SoftmaxXent(last.e, b.loss, b.correct, last.z, b.y, p, ds.Classes); err != nil {
+		return err
+	}
+	for li := len(b.layers) - 1; li > 0; li-- {
+		l, prev := b.layers[li], b.layers[li-1]
+		if err := firstErr(d.Sgemm(false, true, p, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, prev.e, l.in),
+			d.ActivateBackward(prev.e, prev.z, prev.h, p*l.in, b.tanh)); err != nil {
+			return err
+		}
+	}
+	// Ghost norms and clip coefficients.
+	if err := d.Zero(b.norm2, p*8); err != nil {
+		return err
+	}
+	for li, l := range b.layers {
+		if err := firstErr(d.RowSqNorms(b.asq, b.input(li), p, l.in), d.RowSqNorms(b.esq, l.e, p, l.out), d.GhostAccum(b.norm2, b.asq, b.esq, p, true)); err != nil {
+			return err
+		}
+	}
+	if err := d.ClipCoefs(b.coef, b.norm2, b.mask, clip, p); err != nil {
+		return err
+	}
+	// Clipped sums: the first physical batch sets the gradients, later ones add by GEMM.
+	for li, l := range b.layers {
+		in := b.input(li)
+		if first {
+			if err := d.ClippedSum(l.gw, l.gb, in, l.e, p, l.in, l.out, b.coef, b.scratch); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := firstErr(d.ZeroRows(in, p, l.in, b.coef), d.ScaleRows(b.scratch, l.e, p, l.out, b.coef),
+			d.Sgemm(false, false, 1, l.out, p, 1, b.ones, p, b.scratch, l.out, 1, l.gb, l.out),
+			d.Sgemm(true, false, l.in, l.out, p, 1, in, l.in, b.scratch, l.out, 1, l.gw, l.out)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// input is the activation buffer feeding layer li.
+func (b *cudaBackend) input(li int) cuda.Buffer {
+	if li == 0 {
+		return b.x
+	}
+	return b.layers[li-1].h
+}
+
+// philox is key as the device's noise kernels take it.
+func philox(key kernels.NoiseKey) cuda.PhiloxKey {
+	return cuda.PhiloxKey(key)
+}
+
+// addGaussian adds N(0, std²) noise to the sums, parameter p from key with Tensor = p (the
+// CPU's numbers, rounded to float32 after one float64 FMA).
+func (b *cudaBackend) addGaussian(std float64, key kernels.NoiseKey) error {
+	for li, l := range b.layers {
+		kw, kb := key, key
+		kw.Tensor, kb.Tensor = uint32(2*li), uint32(2*li+1)
+		if err := firstErr(b.d.AddGaussian(l.gw, l.in*l.out, std, philox(kw), 0), b.d.AddGaussian(l.gb, l.out, std, philox(kb), 0)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addBall adds one draw uniform in the ball of the given radius over all the sums together.
+func (b *cudaBackend) addBall(radius float64, key kernels.NoiseKey) error {
+	var bufs []cuda.Buffer
+	var lens []int
+	for _, l := range b.layers {
+		bufs = append(bufs, l.gw, l.gb)
+		lens = append(lens, l.in*l.out, l.out)
+	}
+	return b.d.AddBall(bufs, lens, radius, philox(key))
+}
+
+// addSecure is refused: the secure source draws on the CPU (CUDASupport keeps such runs off
+// the device).
+func (b *cudaBackend) addSecure(*kernels.SecureSource, float64) error {
+	return errors.New("engine: cuda backend: secure noise is drawn on the CPU only")
+}
+
+// apply divides the sums by the expected batch size, checks them (ErrDiverged when one is not
+// finite) and applies u with the optimizer kernels, in float32 as the CPU's float32 update.
+func (b *cudaBackend) apply(expected float64, u update) error {
+	d := b.d
+	inv := float32(1 / expected)
+	if err := d.Zero(b.flag, 4); err != nil {
+		return err
+	}
+	for _, l := range b.layers {
+		if err := firstErr(d.Scale(l.gw, l.in*l.out, inv), d.FlagNonFinite(b.flag, l.gw, l.in*l.out),
+			d.Scale(l.gb, l.out, inv), d.FlagNonFinite(b.flag, l.gb, l.out)); err != nil {
+			return err
+		}
+	}
+	if err := cuda.Download(d, b.hFlag, b.flag); err != nil {
+		return err
+	}
+	if b.hFlag[0] != 0 {
+		return fmt.Errorf("engine: %w: non-finite clipped gradient on the device", ErrDiverged)
+	}
+	lr, wd := float32(u.lr), float32(u.wd)
+	for _, l := range b.layers {
+		for _, q := range []struct {
+			w, g, m, v cuda.Buffer
+			n          int
+		}{{l.w, l.gw, l.mw, l.vw, l.in * l.out}, {l.b, l.gb, l.mb, l.vb, l.out}} {
+			var err error
+			switch u.kind {
+			case updateSGD:
+				err = d.SGDUpdate(q.w, cuda.Buffer{}, q.g, q.n, lr, wd, 0)
+			case updateMomentum:
+				err = d.SGDUpdate(q.w, q.m, q.g, q.n, lr, wd, float32(u.mu))
+			case updateAdam:
+				err = d.AdamUpdate(q.w, q.m, q.v, q.g, q.n, u.beta1, u.beta2, lr, float32(u.eps), wd)
+			default:
+				err = fmt.Errorf("engine: cuda backend: update kind %d", u.kind)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// paramsFinite reports whether every parameter on the device is finite, by the nonfinite
+// kernel and one 4-byte download.
+func (b *cudaBackend) paramsFinite() (bool, error) {
+	d := b.d
+	if err := d.Zero(b.flag, 4); err != nil {
+		return false, err
+	}
+	for _, l := range b.layers {
+		if err := firstErr(d.FlagNonFinite(b.flag, l.w, l.in*l.out), d.FlagNonFinite(b.flag, l.b, l.out)); err != nil {
+			return false, err
+		}
+	}
+	if err := cuda.Download(d, b.hFlag, b.flag); err != nil {
+		return false, err
+	}
+	return b.hFlag[0] == 0, nil
+}
+
+// gradients downloads the last step's gradient (the noisy clipped sum over the expected batch
+// size), one slice per parameter tensor in nn.Params order.
+func (b *cudaBackend) gradients() ([][]float32, error) {
+	var out [][]float32
+	for _, l := range b.layers {
+		w, g := make([]float32, l.in*l.out), make([]float32, l.out)
+		if err := firstErr(cuda.Download(b.d, w, l.gw), cuda.Download(b.d, g, l.gb)); err != nil {
+			return nil, err
+		}
+		out = append(out, w, g)
+	}
+	return out, nil
+}
+
+// close frees the backend's device memory (the device stays open).
+func (b *cudaBackend) close() {
+	for _, buf := range b.owned {
+		_ = b.d.Free(buf)
+	}
+	b.owned = nil
+}
