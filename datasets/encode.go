@@ -266,7 +266,7 @@ func (e *Encoder) Bind(header []string) (*RowEncoder, error) {
 		msgs = append(msgs, "no column named "+strings.Join(absent, ", ")+" (is the first line a header?)")
 	}
 	if len(unknown) > 0 {
-		msgs = append(msgs, "columns "+strings.Join(unknown, ", ")+" are not in the schema (declare them, with type \"ignore\" to skip them)")
+		msgs = append(msgs, "columns not in the schema: "+strings.Join(unknown, ", ")+" (declare each, with type \"ignore\" to skip it)")
 	}
 	if len(msgs) > 0 {
 		return nil, errors.New("header: " + strings.Join(msgs, "; "))

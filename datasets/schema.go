@@ -116,6 +116,8 @@ func (e *SchemaError) Error() string {
 			fmt.Fprintf(&b, " (%s)", strconv.Quote(clip(e.Column)))
 		}
 		b.WriteString(": ")
+	} else if e.Column != "" {
+		fmt.Fprintf(&b, "column %s: ", strconv.Quote(clip(e.Column)))
 	}
 	if e.Field != "" {
 		b.WriteString(e.Field + ": ")
@@ -179,22 +181,37 @@ func (c *Column) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON reads a schema strictly: an unknown field is an error. It checks the
-// structure only; [ParseSchema] and [Schema.Validate] check the values.
+// UnmarshalJSON reads a schema strictly: an unknown field is an error, and an error in a
+// column names it by position. It checks the structure only; [ParseSchema] and
+// [Schema.Validate] check the values.
 func (s *Schema) UnmarshalJSON(b []byte) error {
-	type plain Schema // without the method
-	var p plain
+	var p struct {
+		Warning       string            `json:"warning"`
+		Label         Label             `json:"label"`
+		MissingValues []string          `json:"missing_values"`
+		Columns       []json.RawMessage `json:"columns"`
+	}
 	if err := strictJSON(b, &p); err != nil {
-		var se *SchemaError
-		if errors.As(err, &se) {
-			return err
-		}
 		return &SchemaError{Msg: err.Error()}
 	}
-	*s = Schema(p)
-	if len(s.MissingValues) == 0 {
-		s.MissingValues = nil
+	out := Schema{Warning: p.Warning, Label: p.Label, MissingValues: p.MissingValues}
+	if len(out.MissingValues) == 0 {
+		out.MissingValues = nil
 	}
+	if p.Columns != nil {
+		out.Columns = make([]Column, len(p.Columns))
+	}
+	for i, raw := range p.Columns {
+		if err := json.Unmarshal(raw, &out.Columns[i]); err != nil {
+			se, ok := err.(*SchemaError)
+			if !ok {
+				se = &SchemaError{Msg: err.Error()}
+			}
+			se.Index = i + 1
+			return se
+		}
+	}
+	*s = out
 	return nil
 }
 
