@@ -59,7 +59,7 @@ func TestSchemaValidate(t *testing.T) {
 		{"Inf hi", func(s *Schema) { s.Columns[0].Hi = math.Inf(1) }, []string{`("age")`, "hi: +Inf"}},
 		{"overflowing range", func(s *Schema) { s.Columns[0].Lo, s.Columns[0].Hi = -1e308, 1e308 }, []string{`("age")`, "overflows"}},
 		{"log below -1", func(s *Schema) { s.Columns[1].Lo = -1 }, []string{`("income")`, "lo: -1", "lo > −1"}},
-		{"log indistinct", func(s *Schema) { s.Columns[1].Lo, s.Columns[1].Hi = 1e300, 1.0000000000000001e300 * (1 + 1e-15) }, []string{`("income")`, "cannot tell them apart"}},
+		{"log indistinct", func(s *Schema) { s.Columns[1].Lo, s.Columns[1].Hi = 1e300, 1.0000000000000001e300*(1+1e-15) }, []string{`("income")`, "cannot tell them apart"}},
 		{"bad scale", func(s *Schema) { s.Columns[0].Scale = "sqrt" }, []string{`("age")`, `scale: "sqrt"`}},
 		{"numeric other", func(s *Schema) { s.Columns[0].Missing = MissingOther }, []string{`("age")`, `missing: "other"`}},
 		{"numeric categories", func(s *Schema) { s.Columns[0].Categories = []string{"a"} }, []string{`("age")`, "categories", "categorical columns only"}},
