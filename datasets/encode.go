@@ -232,10 +232,10 @@ func (e *Encoder) Bind(header []string) (*RowEncoder, error) {
 	seen := make(map[string]int, len(header))
 	var unknown []string
 	for p, h := range header {
-		h = strings.TrimSpace(h)
 		if p == 0 {
 			h = strings.TrimPrefix(h, "\ufeff")
 		}
+		h = strings.TrimSpace(h)
 		r.header[p] = h
 		if q, dup := seen[h]; dup {
 			return nil, fmt.Errorf("header: columns %d and %d are both named %q", q+1, p+1, clip(h))

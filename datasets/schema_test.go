@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -194,5 +197,35 @@ func TestAdultSchemaIsTheEncoder(t *testing.T) {
 	}
 	if enc.Classes() != 2 {
 		t.Fatalf("classes %d", enc.Classes())
+	}
+}
+
+// TestDocsSchemaExample: the schema example of docs/datasets.md is valid and has the D and
+// feature names the text gives.
+func TestDocsSchemaExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "datasets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "### The schema file")
+	_, block, ok2 := strings.Cut(after, "```json\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no JSON block under \"### The schema file\"")
+	}
+	s, err := ParseSchema([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := s.Encoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := enc.FeatureNames()
+	if enc.Dim() != 9 || !slices.Equal(names[:6], []string{"age", "capital-gain", "hours-per-week", "sex=Female", "sex=Male", "sex=(other)"}) || names[6] != "workclass=Private" {
+		t.Fatalf("D %d, names %v", enc.Dim(), names)
+	}
+	if !strings.Contains(after, "here 3 + 3 + 3 = 9") {
+		t.Error("the text no longer states D = 9")
 	}
 }
