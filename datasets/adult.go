@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -29,7 +28,7 @@ const (
 	AdultUCIDim = AdultDim
 	// AdultOtherCategory names the last one-hot column of every categorical column: it holds
 	// "?" (missing) and any value that adult.names does not list.
-	AdultOtherCategory = "(other)"
+	AdultOtherCategory = OtherCategory
 )
 
 const (
@@ -107,7 +106,7 @@ func ReadAdultCSV(r io.Reader, name string) ([]AdultRecord, error) {
 		}
 		rec := AdultRecord{Line: line}
 		for k, c := range adultContCols() {
-			v, err := parseAdultNumber(fields[c])
+			v, err := parseDecimal(fields[c])
 			if err != nil {
 				return nil, &ParseError{File: name, Line: line, Offset: -1, Msg: fmt.Sprintf("field %d (%s): bad number %q: %s", c+1, cols[c], clip(fields[c]), err.msg), Err: err.cause}
 			}
@@ -149,77 +148,6 @@ func splitAdult(dst []string, s string) []string {
 		dst = append(dst, strings.TrimSpace(s[:i]))
 		s = s[i+1:]
 	}
-}
-
-// numberError says why a field is not an accepted number.
-type numberError struct {
-	msg   string
-	cause error
-}
-
-// parseAdultNumber parses a plain decimal number: an optional sign, digits with an optional
-// decimal point (at least one digit), an optional exponent. Other spellings that
-// strconv.ParseFloat accepts (NaN, Inf, Infinity, hexadecimal, "_" separators) and values
-// beyond the float64 range are refused; the result is always finite.
-func parseAdultNumber(s string) (float64, *numberError) {
-	if !isPlainDecimal(s) {
-		return 0, &numberError{msg: "want a finite decimal number (NaN, Inf and hexadecimal forms are refused)"}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-		var cause error
-		if err != nil {
-			cause = errors.Unwrap(err)
-		}
-		return 0, &numberError{msg: "beyond the float64 range", cause: cause}
-	}
-	return v, nil
-}
-
-// isPlainDecimal reports whether s matches [+-]?(d+(\.d*)?|\.d+)([eE][+-]?d+)?.
-func isPlainDecimal(s string) bool {
-	i, n := 0, len(s)
-	if i < n && (s[i] == '+' || s[i] == '-') {
-		i++
-	}
-	digits := 0
-	for i < n && s[i] >= '0' && s[i] <= '9' {
-		i++
-		digits++
-	}
-	if i < n && s[i] == '.' {
-		i++
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-			digits++
-		}
-	}
-	if digits == 0 {
-		return false
-	}
-	if i < n && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < n && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		exp := 0
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-			exp++
-		}
-		if exp == 0 {
-			return false
-		}
-	}
-	return i == n
-}
-
-// clip shortens a value for an error message.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // The public schema of the UCI Adult data. Nothing in it is computed from the records: the
@@ -286,56 +214,62 @@ func AdultNumericBounds() [AdultContinuous]AdultNumericBound {
 	}
 }
 
-// scale clamps v to the bounds and maps it to [0, 1]. v must not be NaN.
+// scale clamps v to the bounds and maps it to [0, 1], as the schema's numeric columns do. v
+// must not be NaN.
 func (b AdultNumericBound) scale(v float64) float64 {
-	v = min(max(v, b.Lo), b.Hi)
-	lo, hi := b.Lo, b.Hi
-	if b.Log {
-		v, lo, hi = math.Log1p(v), math.Log1p(lo), math.Log1p(hi)
-	}
-	return min(max((v-lo)/(hi-lo), 0), 1)
+	return numericScale{lo: b.Lo, hi: b.Hi, log: b.Log}.apply(v)
 }
 
-// AdultEncoder turns [AdultRecord]s into feature vectors with the public schema: each
-// continuous column clamped to its public bounds and scaled to [0, 1] ([AdultNumericBounds]),
-// each categorical column one-hot over the categories adult.names lists
-// ([AdultCategoryLists]) plus an [AdultOtherCategory] column for "?" and for any value not
-// listed. Columns keep the file's order: age, workclass=…, fnlwgt, education=…, …; within a
-// categorical column the categories keep adult.names' order and the other bucket comes last.
-// D = [AdultDim] = 113 always, and each row depends on its own record only.
+// AdultSchema returns the public schema of the UCI Adult data as a [Schema]: the label
+// "income" with classes "<=50K" (0) and ">50K" (1), "?" as a missing value, and the 14
+// feature columns in file order, numeric ones with [AdultNumericBounds] and categorical ones
+// with [AdultCategoryLists]. [NewAdultEncoder] encodes with it; written as JSON it is the
+// example of docs/datasets.md.
+func AdultSchema() *Schema {
+	cols := AdultColumns()
+	bounds, lists := AdultNumericBounds(), AdultCategoryLists()
+	s := &Schema{
+		Label:         Label{Column: cols[adultLabelField], Classes: []string{"<=50K", ">50K"}},
+		MissingValues: []string{"?"},
+	}
+	ci, ki := 0, 0
+	contCols := adultContCols()
+	for col := range adultFields - 1 {
+		if ci < AdultContinuous && contCols[ci] == col {
+			b := bounds[ci]
+			c := Column{Name: cols[col], Type: ColumnNumeric, Lo: b.Lo, Hi: b.Hi}
+			if b.Log {
+				c.Scale = ScaleLog
+			}
+			s.Columns = append(s.Columns, c)
+			ci++
+		} else {
+			s.Columns = append(s.Columns, Column{Name: cols[col], Type: ColumnCategorical, Categories: slices.Clone(lists[ki])})
+			ki++
+		}
+	}
+	return s
+}
+
+// AdultEncoder turns [AdultRecord]s into feature vectors with the public schema
+// ([AdultSchema]): each continuous column clamped to its public bounds and scaled to [0, 1]
+// ([AdultNumericBounds]), each categorical column one-hot over the categories adult.names
+// lists ([AdultCategoryLists]) plus an [AdultOtherCategory] column for "?" and for any value
+// not listed. Columns keep the file's order: age, workclass=…, fnlwgt, education=…, …; within
+// a categorical column the categories keep adult.names' order and the other bucket comes
+// last. D = [AdultDim] = 113 always, and each row depends on its own record only.
 type AdultEncoder struct {
-	bounds     [AdultContinuous]AdultNumericBound
-	categories [AdultCategorical][]string // the schema's lists, each followed by AdultOtherCategory
-	index      [AdultCategorical]map[string]int
-	offset     [adultFields - 1]int // output offset of each file column
-	dim        int
+	enc    *Encoder // the schema's encoder; its columns are the file's feature columns
+	bounds [AdultContinuous]AdultNumericBound
 }
 
 // NewAdultEncoder returns the encoder of the public schema.
 func NewAdultEncoder() *AdultEncoder {
-	e := &AdultEncoder{bounds: AdultNumericBounds()}
-	for k, list := range AdultCategoryLists() {
-		e.categories[k] = append(slices.Clip(list), AdultOtherCategory)
-		e.index[k] = make(map[string]int, len(list))
-		for j, c := range list {
-			e.index[k][c] = j
-		}
+	enc, err := AdultSchema().Encoder()
+	if err != nil {
+		panic("datasets: the Adult schema is invalid: " + err.Error()) // a constant of the package
 	}
-	off := 0
-	ci, ki := 0, 0
-	contCols := adultContCols()
-	for col := range adultFields - 1 {
-		e.offset[col] = off
-		if ci < AdultContinuous && contCols[ci] == col {
-			off++
-			ci++
-		} else {
-			off += len(e.categories[ki])
-			ki++
-		}
-	}
-	e.dim = off
-	return e
+	return &AdultEncoder{enc: enc, bounds: AdultNumericBounds()}
 }
 
 // FitAdultEncoder returns [NewAdultEncoder]() and ignores train: the encoding no longer
@@ -352,35 +286,21 @@ func FitAdultEncoder(train []AdultRecord) (*AdultEncoder, error) {
 }
 
 // Dim returns the number of encoded features D, always [AdultDim].
-func (e *AdultEncoder) Dim() int { return e.dim }
+func (e *AdultEncoder) Dim() int { return e.enc.Dim() }
 
 // Bounds returns the public bounds of the continuous columns (see [AdultNumericBounds]).
 func (e *AdultEncoder) Bounds() [AdultContinuous]AdultNumericBound { return e.bounds }
 
 // Categories returns a copy of the one-hot categories of categorical column k (0 ≤ k < 8, in
 // the order of [AdultRecord.Categorical]): adult.names' list followed by [AdultOtherCategory].
-func (e *AdultEncoder) Categories(k int) []string { return slices.Clone(e.categories[k]) }
+func (e *AdultEncoder) Categories(k int) []string {
+	c := e.enc.schema.Columns[adultCatCols()[k]].Categories
+	return append(slices.Clone(c), AdultOtherCategory)
+}
 
 // FeatureNames names the D encoded columns: "age", "workclass=Private", …,
 // "workclass=(other)", "fnlwgt", ….
-func (e *AdultEncoder) FeatureNames() []string {
-	cols := AdultColumns()
-	names := make([]string, 0, e.dim)
-	ci, ki := 0, 0
-	contCols := adultContCols()
-	for col := range adultFields - 1 {
-		if ci < AdultContinuous && contCols[ci] == col {
-			names = append(names, cols[col])
-			ci++
-		} else {
-			for _, c := range e.categories[ki] {
-				names = append(names, cols[col]+"="+c)
-			}
-			ki++
-		}
-	}
-	return names
-}
+func (e *AdultEncoder) FeatureNames() []string { return e.enc.FeatureNames() }
 
 // encodeRow writes record r's D features into row (which must be zero): the only input is r.
 // On a bad record it returns the file column at fault and what is wrong.
@@ -390,14 +310,10 @@ func (e *AdultEncoder) encodeRow(row []float32, r *AdultRecord) (field int, msg 
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return col, fmt.Sprintf("value %v, want a finite number", v)
 		}
-		row[e.offset[col]] = float32(e.bounds[k].scale(v))
+		e.enc.cols[col].putNumber(row, v)
 	}
 	for k, col := range adultCatCols() {
-		j, ok := e.index[k][r.Categorical[k]]
-		if !ok {
-			j = len(e.categories[k]) - 1 // AdultOtherCategory
-		}
-		row[e.offset[col]+j] = 1
+		e.enc.cols[col].putCategory(row, r.Categorical[k])
 	}
 	if r.Label != 0 && r.Label != 1 {
 		return adultLabelField, fmt.Sprintf("label %d, want 0 or 1", r.Label)
@@ -411,7 +327,7 @@ func (e *AdultEncoder) encodeRow(row []float32, r *AdultRecord) (field int, msg 
 // whole call with a *ParseError naming the record, its line and the field; finite values
 // outside the public bounds are clamped.
 func (e *AdultEncoder) Encode(name string, recs []AdultRecord) (*Dataset, error) {
-	d := e.dim
+	d := e.Dim()
 	x := make([]float32, len(recs)*d)
 	y := make([]int, len(recs))
 	cols := AdultColumns()

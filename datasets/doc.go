@@ -7,9 +7,15 @@
 //   - [ReadIDX], a reader for the IDX format of MNIST (big-endian header, gzip detected by its
 //     magic bytes, not by the file name), and [LoadMNIST] on top of it;
 //   - [ReadAdultCSV], [NewAdultEncoder] and [LoadAdult] for the UCI Adult (Census Income) files,
-//     encoded with a public schema: one-hot over the categories adult.names lists plus an
-//     other/unknown bucket, continuous columns clamped to fixed public bounds and scaled to
-//     [0, 1] ([AdultCategoryLists], [AdultNumericBounds]; D = [AdultDim] = 113);
+//     encoded with a public schema ([AdultSchema]): one-hot over the categories adult.names
+//     lists plus an other/unknown bucket, continuous columns clamped to fixed public bounds
+//     and scaled to [0, 1] ([AdultCategoryLists], [AdultNumericBounds]; D = [AdultDim] = 113);
+//   - [Schema], the public description of the user's own data (JSON: label classes, per column
+//     numeric bounds, categories or ignore; docs/datasets.md), its [Encoder], which encodes each
+//     record from its own fields ([RowEncoder.Encode] does one row, for predictions), [ReadCSV]
+//     and [LoadCSV] for CSV files, [LoadIDX] and [IDXDataset] for IDX pairs, and [DraftSchema]
+//     and [DraftIDXSchema], which propose a schema from the data, marked with [DraftWarning]
+//     because its values are statistics of the data;
 //   - [Synthetic], a reproducible Gaussian-mixture classification problem;
 //   - [TrainTestSplit] and [Dataset.Subset];
 //   - [MarkovChain], time-varying data from a finite Markov chain, with the 4-state birth–death
@@ -26,8 +32,9 @@
 // example, and possibly the model's input width, depend on every record, outside the privacy
 // accounting. So every loader here encodes each record with a fixed, public map that reads
 // that record only: MNIST pixels p/255, Adult's public schema, synthetic and Markov data from
-// their parameters alone. Removing or changing one record changes its own row and nothing
-// else; the input shape is a constant of the loader. Tests check this for Adult and MNIST.
+// their parameters alone, the user's data with the user's [Schema]. Removing or changing one
+// record changes its own row and nothing else; the input shape is a constant of the loader.
+// Tests check this for Adult, MNIST, CSV and IDX data.
 //
 // # Bad numeric input
 //

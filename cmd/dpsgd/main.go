@@ -2,6 +2,7 @@
 // actually used, the privacy guarantee spent.
 //
 //	dpsgd train [flags]    train a model (see dpsgd train --help)
+//	dpsgd schema [flags]   draft the public schema that training on your own CSV or IDX data needs
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
 //	dpsgd plot [flags]     figures: van Dijk & Ertan's bounds, trade-off curves, samplers compared
 //	dpsgd ageaware tv|simulate  Lin et al.: age-dependent DP and age-aware scheduling
@@ -34,6 +35,7 @@ const usage = `dpsgd: differentially private SGD with a guarantee checked every 
 
 Usage:
   dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
+  dpsgd schema [flags]   draft the public schema of your own data (CSV or IDX) for dpsgd train --data
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (Lin et al.): TV by age, scheduling simulation
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "train":
 		err = cmdTrain(ctx, args[1:], stdout, stderr)
+	case "schema":
+		err = cmdSchema(ctx, args[1:], stdout, stderr)
 	case "account":
 		err = cmdAccount(ctx, args[1:], stdout, stderr)
 	case "plot":
@@ -92,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
+		err = usagef("unknown command %q (want train, schema, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -45,7 +45,7 @@ func defaultModel(dataset string) string {
 	switch dataset {
 	case "mnist":
 		return "cnn"
-	case "adult":
+	case "adult", "csv":
 		return "logreg"
 	}
 	return "mlp"
@@ -67,7 +67,7 @@ func presetFor(dataset, model string) preset {
 		p.batch, p.epochs, p.lr, p.targetEps = 512, 20, 0.5, 1
 	case "adult/mlp", "adult/cnn":
 		p.hidden, p.batch, p.epochs, p.lr, p.targetEps = []int{32}, 512, 20, 0.5, 1
-	case "synthetic/mlp", "synthetic/cnn":
+	case "synthetic/mlp", "synthetic/cnn", "csv/mlp", "idx/mlp", "idx/cnn":
 		p.hidden, p.epochs = []int{64}, 5
 	case "synthetic/logreg":
 		p.epochs = 5
@@ -103,14 +103,17 @@ type trainFlags struct {
 	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
 	// it; zero value: silent, never cancelled).
 	calibration calibration
+
+	own dataFlags // --data and its schema, for --dataset csv or idx (data.go)
 }
 
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	f := &trainFlags{}
 	fs := newFlagSet("dpsgd train")
-	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
+	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist, adult, or your own data: csv or idx (with --data and --schema)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	f.own.register(fs)
 	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn; without it, cnn for mnist, logreg for adult and mlp for synthetic")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
@@ -194,9 +197,12 @@ type runConfig struct {
 
 func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpoint) (*runConfig, error) {
 	switch f.dataset {
-	case "synthetic", "mnist", "adult":
+	case "synthetic", "mnist", "adult", "csv", "idx":
 	default:
-		return nil, usagef("--dataset %q: want synthetic, mnist or adult", f.dataset)
+		return nil, usagef("--dataset %q: want synthetic, mnist, adult, csv or idx", f.dataset)
+	}
+	if err := f.resolveDataset(); err != nil {
+		return nil, err
 	}
 	if f.model == "" {
 		f.model = defaultModel(f.dataset)
@@ -262,7 +268,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 		return nil, err
 	}
 
-	train, test, err := loadData(ctx, f.dataset, f.dataDir, f.cacheDir, f.seed)
+	train, test, err := f.loadTrainTest(ctx)
 	if err != nil {
 		return nil, err
 	}
