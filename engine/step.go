@@ -22,14 +22,16 @@ type replica[T kernels.Float] struct {
 	x, y *tensor.Dense
 	mask []float64
 
-	norm2, coef, rowCoef []float64
-	slack2               []float64 // convolution layers' additive rounding bound (convSqNorms)
-	asq, esq             []float64
-	grads                [][]float64 // this replica's clipped sums, one per parameter
-	tmp                  [][]float64 // one physical batch's clipped sums
-	scratch              []T
-	wide                 []float64 // kernels.ClippedSumWide's float64 copies (float32 T)
-	gi                   []T       // one example's gradient of a convolution layer
+	norm2, coef []float64
+	asq, esq    []float64
+	grads       [][]float64 // this replica's clipped sums, one per parameter
+	tmp         [][]float64 // one physical batch's clipped sums
+	scratch     []T
+	wide        []float64 // kernels.ClippedSumWide's float64 copies (float32 T)
+	// conv holds, per layer, the physical batch's per-example gradients of a convolution
+	// layer (nil for a dense layer): example i's (In+1)·Out values at i·(In+1)·Out
+	// (convGrads).
+	conv [][]T
 
 	loss      float64
 	correct   int
@@ -58,22 +60,20 @@ func newReplica[T kernels.Float](arch nn.Arch, params *nn.Params, phys int) (*re
 		x:     tensor.New(tensor.WithShape(xshape...), tensor.Of(dt)),
 		y:     tensor.New(tensor.WithShape(phys, arch.Classes), tensor.Of(dt)),
 		mask:  make([]float64, phys),
-		norm2: make([]float64, phys), coef: make([]float64, phys), slack2: make([]float64, phys),
+		norm2: make([]float64, phys), coef: make([]float64, phys),
 		asq: make([]float64, phys), esq: make([]float64, phys),
 	}
-	maxRows, maxScratch, maxWide, maxGi := 0, 0, 0, 0
+	maxScratch, maxWide := 0, 0
 	for _, l := range params.Shapes {
-		rows := phys * l.Positions
-		maxRows = max(maxRows, rows)
-		maxScratch = max(maxScratch, rows*l.Out)
-		maxWide = max(maxWide, rows*(l.In+l.Out))
 		if l.Positions > 1 {
-			maxGi = max(maxGi, (l.In+1)*l.Out)
+			r.conv = append(r.conv, make([]T, phys*(l.In+1)*l.Out))
+			continue
 		}
+		r.conv = append(r.conv, nil)
+		maxScratch = max(maxScratch, phys*l.Out)
+		maxWide = max(maxWide, phys*(l.In+l.Out))
 	}
-	r.rowCoef = make([]float64, maxRows)
 	r.scratch = make([]T, maxScratch)
-	r.gi = make([]T, maxGi)
 	if u, _ := unitRoundoff[T](); u > 0x1p-53 {
 		r.wide = make([]float64, maxWide)
 	}
@@ -123,9 +123,8 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 	}
 	b := len(rows)
 	clear(r.norm2)
-	clear(r.slack2)
 	taps := r.net.Taps()
-	for _, t := range taps {
+	for li, t := range taps {
 		a := t.A().Data().([]T)
 		e := t.E().Data().([]T)
 		s := t.Shape
@@ -135,19 +134,9 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 			kernels.GhostAccum(r.norm2, r.asq, r.esq, true)
 			continue
 		}
-		convSqNorms(r.norm2, r.slack2, a, e, b, s, r.gi)
+		convGrads(r.norm2, r.conv[li], a, e, b, s)
 	}
 	r.nonFinite += kernels.ClipCoefs(r.coef, r.norm2, r.mask, clip)
-	// A clipped example's convolution gradients can exceed c·Nᵢ by the additive Hᵢ (see
-	// convSqNorms); over all layers ‖clipped gᵢ‖ ≤ c·√norm2ᵢ + √slack2ᵢ (Minkowski), so
-	// c = (C − H)/N keeps it within C, and an example whose H reaches C is dropped. H is of
-	// the order of the smallest subnormal times the activations: it matters only for inputs
-	// near the float range's end with tiny clip norms.
-	for i, h := range r.slack2[:b] {
-		if c := r.coef[i]; h > 0 && c > 0 && c < 1 {
-			r.coef[i] = c * max(0, 1-math.Sqrt(h)/clip)
-		}
-	}
 	for i := range b {
 		if r.mask[i] != 0 && r.coef[i] < 1 {
 			r.clipped++
@@ -155,19 +144,12 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 	}
 	for li, t := range taps {
 		s := t.Shape
-		rows := b * s.Positions
-		rc := r.coef[:b]
-		if s.Positions > 1 {
-			rc = r.rowCoef[:rows]
-			for i := range b {
-				c := r.coef[i]
-				for p := range s.Positions {
-					rc[i*s.Positions+p] = c
-				}
-			}
-		}
 		wi, bi := 2*li, 2*li+1
-		kernels.ClippedSumWide(r.tmp[wi], r.tmp[bi], t.A().Data().([]T), t.E().Data().([]T), rows, s.In, s.Out, rc, r.scratch, r.wide)
+		if s.Positions > 1 {
+			convClippedSum(r.tmp[wi], r.tmp[bi], r.conv[li], r.coef[:b], s)
+		} else {
+			kernels.ClippedSumWide(r.tmp[wi], r.tmp[bi], t.A().Data().([]T), t.E().Data().([]T), b, s.In, s.Out, r.coef[:b], r.scratch, r.wide)
+		}
 		addInto(r.grads[wi], r.tmp[wi])
 		addInto(r.grads[bi], r.tmp[bi])
 	}
@@ -195,71 +177,56 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 	return nil
 }
 
-// convSqNorms adds, for each example i of one convolution layer, the square of Nᵢ to norm2[i]
-// and the square of Hᵢ to slack2[i], two numbers that bound the example's clipped gradient of
-// the layer rigorously despite float rounding in T:
+// convGrads materializes, for each example i of a physical batch of b, its gradient of one
+// convolution layer — Ĝᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P positions, a GEMM in T (the weights In×Out,
+// then the bias Out) — into g at i·(In+1)·Out, and adds ‖Ĝᵢ‖² (in float64) to norm2[i].
 //
-//   - with coefficient 1 (E used as is) the gradient is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows, and
-//     ‖Gᵢ‖ ≤ Nᵢ;
-//   - with a coefficient c < 1 it is [Aᵢ, 1]ᵀ·Ẽᵢ, Ẽᵢ = Eᵢ scaled by kernels.ClipScaleRow, and
-//     ‖[Aᵢ, 1]ᵀ·Ẽᵢ‖ ≤ c·Nᵢ + Hᵢ.
-//
-// Gᵢ is materialized one example at a time in gi (Ĝ, a GEMM in T; the layer is small, In·Out
-// values), and
-//
-//	Nᵢ = ‖Ĝ‖ + (γ_P + δ)·‖A′‖_F·‖Eᵢ‖_F + P·η·√((In+1)·Out),
-//	Hᵢ = 2η·√nnz(Eᵢ)·‖A′‖_F,
-//
-// where A′ holds the rows [aₚ, 1] of positions whose error row eₚ is not all zero (rows with
-// eₚ = 0 contribute exactly nothing, to Gᵢ and to its rounding), u is the unit roundoff of T
-// (2⁻²⁴ or 2⁻⁵³), γ_P = P·u/(1 − P·u), δ = 4u and η the smallest subnormal of T. The standard
-// bound for a sum of P products, |Ĝ − G| ≤ γ_P·|A′|ᵀ|E| entrywise plus P·η/2 per entry for
-// products that underflow, with ‖|A′|ᵀ|E|‖_F ≤ ‖A′‖_F·‖E‖_F, gives ‖G‖ ≤ ‖Ĝ‖ + γ_P·‖A′‖‖E‖ +
-// P·η·√(entries). ClipScaleRow moves each scaled entry by at most δ·c·|e| (rounding to nearest
-// in the normal range) plus 2η (one step toward zero in the subnormal range), so
-// ‖[A,1]ᵀ(Ẽ − cE)‖ ≤ ‖A′‖·(δ·c·‖E‖ + 2η·√nnz) — a term that, unlike for a dense layer's
-// rank-one gradient, is not proportional to c‖G‖ when the positions cancel, hence the δ in Nᵢ
-// and the additive Hᵢ. (The float64 sums of squares round too, by a relative n·2⁻⁵³, far below
-// anything here.)
-//
-// Why a bound rather than accumulating Ĝ in float64 (which would make γ_P negligible): the
-// bound costs O(P·(In+Out)) per example beside the GEMM's O(P·In·Out) — on the MNIST CNN's
-// shapes BenchmarkConvSqNorms measured it about 10% above the unbounded float32 norm, and the
-// float64 GEMM (with its widening copies) about 75% above — while it over-estimates ‖G‖ by at
-// most (γ_P + δ)·‖A′‖‖E‖, about 1e-4 relative for P = 196 in float32 on ordinary data, which
-// only clips such examples that much tighter.
-func convSqNorms[T kernels.Float](norm2, slack2 []float64, a, e []T, b int, s nn.LayerShape, gi []T) {
+// The clipped sum then adds cᵢ·Ĝᵢ itself, in float64 (convClippedSum): the vector whose norm
+// is measured is exactly the one that is summed, so ‖cᵢ·Ĝᵢ‖ = cᵢ·‖Ĝᵢ‖ ≤ C up to the float64
+// product's rounding, which kernels.ClipBound's margin covers, whatever the float32 GEMM's
+// rounding made of Ĝᵢ (it depends on record i's rows alone). Materializing beats the ghost
+// norm here when P²·(In+Out) > P·In·Out, which holds for the MNIST CNN's layers (mixed ghost
+// clipping's rule, Bu et al. 2022, "Scalable and efficient training of large convolutional
+// neural networks with differential privacy"), and the per-example gradient then also serves
+// the clipped sum: no second GEMM over the batch's B·P rows.
+func convGrads[T kernels.Float](norm2 []float64, g, a, e []T, b int, s nn.LayerShape) {
 	p, d, h := s.Positions, s.In, s.Out
-	w := gi[:d*h]
-	bias := gi[d*h : (d+1)*h]
-	u, eta := unitRoundoff[T]()
-	gamma := float64(p) * u / (1 - float64(p)*u)
-	under := float64(p) * eta * math.Sqrt(float64((d+1)*h))
+	n := (d + 1) * h
 	for i := range b {
+		gi := g[i*n : (i+1)*n]
 		ai := a[i*p*d : (i+1)*p*d]
 		ei := e[i*p*h : (i+1)*p*h]
-		kernels.Gemm(true, false, d, h, p, 1, ai, d, ei, h, 0, w, h)
+		kernels.Gemm(true, false, d, h, p, 1, ai, d, ei, h, 0, gi[:d*h], h)
+		bias := gi[d*h:]
 		clear(bias)
-		var asq, esq float64
-		nnz := 0
 		for r := range p {
-			row := ei[r*h : (r+1)*h]
-			for j, v := range row {
+			for j, v := range ei[r*h : (r+1)*h] {
 				bias[j] += v
-				if v != 0 {
-					nnz++
-				}
-			}
-			if sq := kernels.SqNorm(row); sq != 0 {
-				esq += sq
-				asq += kernels.SqNorm(ai[r*d:(r+1)*d]) + 1
 			}
 		}
-		ag := math.Sqrt(asq)
-		bound := math.Sqrt(kernels.SqNorm(gi[:(d+1)*h])) + (gamma+4*u)*ag*math.Sqrt(esq) + under
-		norm2[i] += bound * bound
-		hs := 2 * eta * math.Sqrt(float64(nnz)) * ag
-		slack2[i] += hs * hs
+		norm2[i] += kernels.SqNorm(gi)
+	}
+}
+
+// convClippedSum sets dstW (In×Out) and dstB (Out) to Σᵢ cᵢ·Ĝᵢ over the examples with cᵢ > 0
+// (an example with coefficient 0 — padding or non-finite — is skipped, never multiplied: its
+// Ĝᵢ may hold NaN), in float64 and in the examples' order.
+func convClippedSum[T kernels.Float](dstW, dstB []float64, g []T, coef []float64, s nn.LayerShape) {
+	d, h := s.In, s.Out
+	n := (d + 1) * h
+	clear(dstW)
+	clear(dstB)
+	for i, c := range coef {
+		if c == 0 {
+			continue
+		}
+		gi := g[i*n : (i+1)*n]
+		for j, v := range gi[:d*h] {
+			dstW[j] += c * float64(v)
+		}
+		for j, v := range gi[d*h:] {
+			dstB[j] += c * float64(v)
+		}
 	}
 }
 
