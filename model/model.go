@@ -110,11 +110,13 @@ type Guarantee struct {
 	Delta   float64 `json:"delta"`
 	// Steps is the number of steps taken; EpsilonSteps (≥ Steps) the steps ε covers (an epoch is
 	// charged whole before its first step, so a run stopped inside one covers all of it).
-	Steps        int    `json:"steps"`
-	EpsilonSteps int    `json:"epsilon_steps"`
-	Accountant   string `json:"accountant"`
-	Sampler      string `json:"sampler"`
-	Adjacency    string `json:"adjacency"`
+	Steps        int `json:"steps"`
+	EpsilonSteps int `json:"epsilon_steps"`
+	// Accountant names the accountant: the ledger's method, with a suffix in secure mode, whose
+	// accountant adds the secure sampler's deviation to it ("pld+near-ideal").
+	Accountant string `json:"accountant"`
+	Sampler    string `json:"sampler"`
+	Adjacency  string `json:"adjacency"`
 	// Mechanism is the noise: "gaussian" or "ball".
 	Mechanism string `json:"mechanism"`
 	// Secure is true when the noise and batches came from a cryptographically secure generator,
@@ -218,7 +220,7 @@ func (g *Guarantee) Validate() error {
 		return errors.New("guarantee: no ledger")
 	}
 	switch {
-	case l.Method != g.Accountant || l.Sampler != g.Sampler || l.Adjacency != g.Adjacency:
+	case l.Method != g.Accountant && !strings.HasPrefix(g.Accountant, l.Method+"+") || l.Sampler != g.Sampler || l.Adjacency != g.Adjacency:
 		return fmt.Errorf("guarantee: accountant %q, sampler %q, adjacency %q: the ledger says %q, %q, %q",
 			g.Accountant, g.Sampler, g.Adjacency, l.Method, l.Sampler, l.Adjacency)
 	case l.IsBall() != (g.Mechanism == MechanismBall):
