@@ -93,8 +93,8 @@ func predictT[T kernels.Float](arch nn.Arch, params *nn.Params, x []float32, d, 
 type Evaluation struct {
 	N        int     // examples
 	Accuracy float64 // fraction whose predicted class (Argmax) is the label
-	// MeanLoss is the mean softmax cross-entropy in nats (nn.CrossEntropy); +Inf when a logit
-	// row is not finite.
+	// MeanLoss is the mean softmax cross-entropy in nats (nn.CrossEntropy); not finite when a
+	// logit is not.
 	MeanLoss float64
 	// Confusion[i][j] counts the examples of label i predicted as class j; it sums to N.
 	Confusion [][]int
