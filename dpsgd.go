@@ -22,7 +22,9 @@
 // Private.Train sets the privacy fields of an engine.Config (Private.Apply) and runs
 // engine.Train with the Private's sampler, accountant, budget and ledger; the engine checks the
 // budget before every epoch and stops before it would be exceeded. Private.Guarantee turns the
-// engine.Result into the guarantee sentence that dpsgd train prints:
+// engine.Result into the guarantee sentence that dpsgd train prints, and Private.Release into the
+// public guarantee of a model file (package model: the sentence without the seed, ε, δ, the
+// steps and the ledger):
 //
 //	plan := dpsgd.Plan{Sampler: dpsgd.Poisson, BatchSize: 256, Epochs: 10, Clip: 1,
 //		TargetEpsilon: 3, Delta: 1e-5, Seed: seed}

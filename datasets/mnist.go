@@ -16,6 +16,10 @@ const (
 	MNISTClasses = 10
 )
 
+// MNISTPixel is the feature of one MNIST pixel byte p: p/255, a fixed map that depends on nothing
+// but the pixel (LoadMNIST encodes every image with it).
+func MNISTPixel(p byte) float32 { return float32(p) / 255 }
+
 // mnistCandidates lists the names tried for one MNIST file, in order: the official gzip name,
 // the decompressed name, and the dotted variants some mirrors use ("train-images.idx3-ubyte").
 func mnistCandidates(base string) []string {
@@ -113,7 +117,7 @@ func loadMNISTSplit(dir, prefix, name string) (*Dataset, error) {
 	}
 	var lut [256]float32
 	for v := range lut {
-		lut[v] = float32(v) / 255
+		lut[v] = MNISTPixel(byte(v))
 	}
 	x := make([]float32, len(img.Data))
 	for i, b := range img.Data {

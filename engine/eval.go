@@ -27,21 +27,31 @@ func newEvaluator[T kernels.Float](arch nn.Arch, params *nn.Params, batch int) (
 	return &evaluator[T]{net: net, x: tensor.New(tensor.WithShape(xshape...), tensor.Of(params.Dtype))}, nil
 }
 
-// correct counts the correctly classified examples among ds rows [lo, hi).
-func (ev *evaluator[T]) correct(ds *datasets.Dataset, lo, hi int) (int, error) {
-	x := ev.x.Data().([]T)
-	d, k := ds.D, ds.Classes
-	clear(x)
+// forward runs the graph on rows [lo, hi) of x (row-major, d features each, as datasets hold
+// them) and returns their logits, (hi−lo)×K: the net's buffer, valid until the next call. Rows
+// past hi in the batch are zero.
+func (ev *evaluator[T]) forward(x []float32, d, lo, hi int) ([]T, error) {
+	buf := ev.x.Data().([]T)
+	clear(buf)
 	for i := lo; i < hi; i++ {
-		dst := x[(i-lo)*d : (i-lo+1)*d]
-		for j, v := range ds.X[i*d : (i+1)*d] {
+		dst := buf[(i-lo)*d : (i-lo+1)*d]
+		for j, v := range x[i*d : (i+1)*d] {
 			dst[j] = T(v)
 		}
 	}
 	if err := ev.net.Run(ev.x, nil); err != nil {
+		return nil, err
+	}
+	return ev.net.Logits().Data().([]T)[:(hi-lo)*ev.net.Arch.Classes], nil
+}
+
+// correct counts the correctly classified examples among ds rows [lo, hi).
+func (ev *evaluator[T]) correct(ds *datasets.Dataset, lo, hi int) (int, error) {
+	logits, err := ev.forward(ds.X, ds.D, lo, hi)
+	if err != nil {
 		return 0, err
 	}
-	logits := ev.net.Logits().Data().([]T)
+	k := ds.Classes
 	n := 0
 	for i := lo; i < hi; i++ {
 		if argmax(logits[(i-lo)*k:(i-lo+1)*k]) == ds.Y[i] {

@@ -144,7 +144,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.EvalBatch == 0 {
-		c.EvalBatch = 500
+		c.EvalBatch = DefaultEvalBatch
 	}
 	if c.EvalBatch < 1 {
 		return fmt.Errorf("eval batch %d: want ≥ 1", c.EvalBatch)
@@ -190,6 +190,10 @@ type Result struct {
 	NonFinite         int
 	History           []EpochStats
 	ParamsDigest      string // SHA-256 of the final parameters' bits: equal runs, equal digests
+	// Model is a copy of the parameters the run ended with, as it evaluates them (their moving
+	// average with Optimizer.EMA). It is set when the run finishes, stops for the budget, is
+	// interrupted or diverges, and is nil when they are not finite or after any other error.
+	Model *nn.Params
 
 	// Numerical guards. NonFiniteLoss counts the steps whose loss was not finite; Diverged
 	// says the run stopped (with an error wrapping ErrDiverged) because its parameters or
@@ -762,6 +766,7 @@ func (r *run[T]) finish(res *Result, test *datasets.Dataset, steps int) error {
 		return err
 	}
 	res.ParamsDigest = digest(paramSlices[T](r.params))
+	res.Model = r.released()
 	if res.Interrupted && test != nil {
 		res.TestAccuracy, _ = r.evaluate(test)
 	}

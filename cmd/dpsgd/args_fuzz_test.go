@@ -20,6 +20,8 @@ var commandLineParsers = map[string]func([]string, io.Writer) error{
 	"ageaware":  func(a []string, w io.Writer) error { _, err := ageParseSimFlags(a, w); return err },
 	"audit":     func(a []string, w io.Writer) error { _, err := parseAuditFlags(a, w); return err },
 	"bench":     func(a []string, w io.Writer) error { _, err := parseBenchSamplerFlags(a, w); return err },
+	"eval":      func(a []string, w io.Writer) error { _, err := parseEvalFlags(a, w); return err },
+	"predict":   func(a []string, w io.Writer) error { _, err := parsePredictFlags(a, w); return err },
 }
 
 // FuzzCommandLines: every subcommand's flag parser, given any command line (arguments separated

@@ -1,8 +1,10 @@
 // Command dpsgd trains models with differentially private SGD and reports, for the sampler
 // actually used, the privacy guarantee spent.
 //
-//	dpsgd train [flags]    train a model (see dpsgd train --help)
+//	dpsgd train [flags]    train a model (see dpsgd train --help); --save FILE keeps it
 //	dpsgd schema [flags]   draft the public schema that training on your own CSV or IDX data needs
+//	dpsgd eval [flags]     a saved model's accuracy, loss and confusion matrix on its test set
+//	dpsgd predict [flags]  a saved model's predictions for rows of a file
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
 //	dpsgd plot [flags]     figures: van Dijk & Ertan's bounds, trade-off curves, samplers compared
 //	dpsgd ageaware tv|simulate  Lin et al.: age-dependent DP and age-aware scheduling
@@ -34,8 +36,10 @@ import (
 const usage = `dpsgd: differentially private SGD with a guarantee checked every epoch
 
 Usage:
-  dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help)
+  dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help); --save FILE keeps the model
   dpsgd schema [flags]   draft the public schema of your own data (CSV or IDX) for dpsgd train --data
+  dpsgd eval [flags]     evaluate a saved model on its dataset's test set (JSON: accuracy, loss, confusion matrix)
+  dpsgd predict [flags]  predict the class of every row of a CSV or IDX file with a saved model
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (Lin et al.): TV by age, scheduling simulation
@@ -77,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdTrain(ctx, args[1:], stdout, stderr)
 	case "schema":
 		err = cmdSchema(ctx, args[1:], stdout, stderr)
+	case "eval":
+		err = cmdEval(ctx, args[1:], stdout, stderr)
+	case "predict":
+		err = cmdPredict(ctx, args[1:], stdout, stderr)
 	case "account":
 		err = cmdAccount(ctx, args[1:], stdout, stderr)
 	case "plot":
@@ -96,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, schema, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
+		err = usagef("unknown command %q (want train, schema, eval, predict, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -95,6 +95,7 @@ type trainFlags struct {
 	// Checkpoints and secure mode (train_ckpt.go).
 	checkpoint, resume string
 	checkpointEvery    int
+	save               string // --save: the model file (save.go)
 	secure             bool
 	fs                 *pflag.FlagSet
 	fromCheckpoint     map[string]bool // flags whose value came from the --resume checkpoint
@@ -147,6 +148,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: also write one every this many steps (0: only at the end)")
 	fs.StringVar(&f.resume, "resume", "", "continue the run of this checkpoint: its flags are the defaults, --epochs gives the new total, and a change of anything that affects privacy is refused; checkpoints then go to this file unless --checkpoint names another")
 	fs.String("key-dir", "", "key store holding each checkpointed run's secret, which its checkpoints need to resume (default: $DPSGD_KEY_DIR, else $XDG_STATE_HOME/dpsgd/keys or ~/.local/state/dpsgd/keys); keep it apart from the checkpoints")
+	fs.StringVar(&f.save, "save", "", saveUsage)
 	fs.BoolVar(&f.secure, "secure", false, "noise and sampling from a cryptographically secure generator seeded by the operating system (no --seed; Gaussian noise only): for production releases")
 	f.fs = fs
 	var err error
@@ -221,6 +223,9 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 		return nil, err
 	}
 	if err := f.ckptCheckFlags(); err != nil {
+		return nil, err
+	}
+	if err := f.checkSave(); err != nil {
 		return nil, err
 	}
 	p := presetFor(f.dataset, f.model)
@@ -487,6 +492,9 @@ type trainJSON struct {
 	DivergedAtStep     *int   `json:"diverged_at_step,omitempty"`
 	Secure             bool   `json:"secure"`
 	ParamsDigest       string `json:"params_digest"` // SHA-256 of the final parameters' bits
+
+	// SavedModel names the files --save wrote (save.go).
+	SavedModel *savedJSON `json:"saved_model,omitempty"`
 }
 
 func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -591,6 +599,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			out.Radius, out.DeltaSpent = &r, &spent
 		}
 	}
+	saveErr := f.saveModel(&out, rc, res, trainErr, stderr)
 	if !f.quiet || !f.jsonOut {
 		printSummary(stdout, out, res, f.privateStats)
 	}
@@ -599,7 +608,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	return trainErr
+	return errors.Join(trainErr, saveErr)
 }
 
 func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats bool) {
