@@ -7,6 +7,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/pld"
 )
 
 // ExactDelta returns a certified δ(ε) of E = epochs epochs of random
@@ -292,11 +293,10 @@ type ExactAccountant struct {
 
 	mu    sync.Mutex
 	epoch *exactEpochPLD
-	cache map[int]*exactComposed
+	cache *pld.Cache[*exactComposed]
 	// noGrid: the per-epoch PLD does not fit its grid budget; the
 	// amplification-free bound is used (see exactComposed).
 	noGrid bool
-	order  []int
 }
 
 var _ privacy.Accountant = (*ExactAccountant)(nil)
@@ -308,7 +308,7 @@ func NewExactAccountant(sigma float64, rounds int) (*ExactAccountant, error) {
 	if err := exactValidate(sigma, rounds); err != nil {
 		return nil, fmt.Errorf("allocation: NewExactAccountant: %w", err)
 	}
-	return &ExactAccountant{sigma: sigma, rounds: rounds, cache: make(map[int]*exactComposed)}, nil
+	return &ExactAccountant{sigma: sigma, rounds: rounds, cache: pld.NewCache[*exactComposed](exactCacheSize)}, nil
 }
 
 // Name returns "exact".
@@ -330,7 +330,7 @@ func (a *ExactAccountant) Rounds() int { return a.rounds }
 func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.cache[epochs]; ok {
+	if c, ok := a.cache.Get(epochs); ok {
 		return c, nil
 	}
 	var c *exactComposed
@@ -357,12 +357,7 @@ func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
 			return nil, err
 		}
 	}
-	if len(a.order) >= exactCacheSize {
-		delete(a.cache, a.order[0])
-		a.order = a.order[1:]
-	}
-	a.cache[epochs] = c
-	a.order = append(a.order, epochs)
+	a.cache.Put(epochs, c)
 	return c, nil
 }
 
