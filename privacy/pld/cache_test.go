@@ -14,9 +14,6 @@ func TestCacheOldestOut(t *testing.T) {
 	order := []int{10, 20, 30, 40, 50}
 	for i, n := range order {
 		c.Put(n, names[n])
-		if _, ok := c.Get(order[0]); !ok && i < size {
-			t.Fatalf("after %d puts: the first key %d is gone before the cache is full", i+1, order[0])
-		}
 		for j, m := range order[:i+1] {
 			v, ok := c.Get(m)
 			want := j > i-size // the newest size keys stay
