@@ -35,9 +35,6 @@ func ExactDelta(sigma float64, rounds, epochs int, eps float64) (float64, error)
 	if err := checkEps(eps); err != nil {
 		return 0, err
 	}
-	if rounds == 1 {
-		return privacy.GaussianDelta(math.Sqrt(float64(epochs))/sigma, eps)
-	}
 	c, err := exactComposeNew(sigma, rounds, epochs)
 	if err != nil {
 		return 0, err
@@ -63,9 +60,6 @@ func ExactEpsilon(sigma float64, rounds, epochs int, delta float64) (float64, er
 	if err := checkProb("delta", delta); err != nil {
 		return 0, err
 	}
-	if rounds == 1 {
-		return privacy.GaussianEpsilon(math.Sqrt(float64(epochs))/sigma, delta)
-	}
 	c, err := exactComposeNew(sigma, rounds, epochs)
 	if err != nil {
 		return 0, err
@@ -88,10 +82,14 @@ func ExactCoarse(sigma float64, rounds int) (bool, error) {
 	return coarse, nil
 }
 
-// exactComposeNew builds and composes the per-epoch PLD.
-// Where the grid does not fit its budget it returns the amplification-free
-// bound instead (see exactComposed).
+// exactComposeNew builds and composes the per-epoch PLD. M = 1 is the
+// Gaussian mechanism with μ = √E/σ, returned in closed form; where the grid
+// does not fit its budget it returns the amplification-free bound instead
+// (see exactComposed).
 func exactComposeNew(sigma float64, rounds, epochs int) (*exactComposed, error) {
+	if rounds == 1 {
+		return exactGaussianComposed(sigma, epochs), nil
+	}
 	e, err := exactNewEpochPLD(sigma, rounds)
 	if exactGridErr(err) {
 		return exactGaussianComposed(sigma, epochs), nil
@@ -288,8 +286,12 @@ func (a *ExactAccountant) Sigma() float64 { return a.sigma }
 // Rounds returns M.
 func (a *ExactAccountant) Rounds() int { return a.rounds }
 
-// composed returns the cached composition for E ≥ 1 epochs (M ≥ 2).
+// composed returns the composition for E ≥ 1 epochs: for M = 1 the Gaussian
+// mechanism with μ = √E/σ in closed form, for M ≥ 2 the cached composed PLD.
 func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
+	if a.rounds == 1 {
+		return exactGaussianComposed(a.sigma, epochs), nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c, ok := a.cache.Get(epochs); ok {
@@ -335,9 +337,6 @@ func (a *ExactAccountant) Delta(steps int, eps float64) (float64, error) {
 	if e == 0 {
 		return 0, nil
 	}
-	if a.rounds == 1 {
-		return privacy.GaussianDelta(math.Sqrt(float64(e))/a.sigma, eps)
-	}
 	c, err := a.composed(e)
 	if err != nil {
 		return 0, err
@@ -360,9 +359,6 @@ func (a *ExactAccountant) Epsilon(steps int, delta float64) (float64, error) {
 	e := privacy.EpochsOf(steps, a.rounds)
 	if e == 0 {
 		return 0, nil
-	}
-	if a.rounds == 1 {
-		return privacy.GaussianEpsilon(math.Sqrt(float64(e))/a.sigma, delta)
 	}
 	c, err := a.composed(e)
 	if err != nil {
