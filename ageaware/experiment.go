@@ -27,11 +27,15 @@ const (
 
 var schedulingNames = [...]string{"random", "proposed", "optimal"}
 
-func (s Scheduling) String() string {
-	if s < 0 || int(s) >= len(schedulingNames) {
-		return fmt.Sprintf("Scheduling(%d)", int(s))
+func (s Scheduling) String() string { return enumName("Scheduling", schedulingNames[:], s) }
+
+// enumName returns names[v], or "typ(v)" for a v outside names: the String of
+// this package's enumerations that have a table of names.
+func enumName[T ~int](typ string, names []string, v T) string {
+	if v < 0 || int(v) >= len(names) {
+		return fmt.Sprintf("%s(%d)", typ, int(v))
 	}
-	return schedulingNames[s]
+	return names[v]
 }
 
 // Scheme is one of Lin et al.'s six schemes: a scheduling and a noise mode.

@@ -29,12 +29,7 @@ const (
 
 var deltaSourceNames = [...]string{"spectral", "exact", "posterior"}
 
-func (d DeltaSource) String() string {
-	if d < 0 || int(d) >= len(deltaSourceNames) {
-		return fmt.Sprintf("DeltaSource(%d)", int(d))
-	}
-	return deltaSourceNames[d]
-}
+func (d DeltaSource) String() string { return enumName("DeltaSource", deltaSourceNames[:], d) }
 
 // ParseDeltaSource maps "spectral", "exact" or "posterior" to a DeltaSource.
 func ParseDeltaSource(s string) (DeltaSource, error) {

@@ -209,6 +209,18 @@ func CalibrateSigma(newAcc func(sigma float64) (Accountant, error), steps int, t
 	}, lo, hi, calibrateRelTol)
 }
 
+// EpochsOf returns E = ⌈steps / stepsPerEpoch⌉ (stepsPerEpoch ≥ 1), the
+// epochs begun after steps steps; steps ≤ 0 give 0. A partial epoch counts as
+// a whole one: its releases are a prefix of the whole epoch's, so
+// post-processing covers it. The per-epoch accountants (GaussianEpochs and
+// those of packages allocation, shuffle and ball) count epochs with it.
+func EpochsOf(steps, stepsPerEpoch int) int {
+	if steps <= 0 {
+		return 0
+	}
+	return (steps-1)/stepsPerEpoch + 1
+}
+
 // checkSteps validates a step count (≥ 0).
 func checkSteps(steps int) error {
 	if steps < 0 {

@@ -83,6 +83,28 @@ func checkMu(mu float64) error {
 	return nil
 }
 
+// MuGDP is μ(steps) of an accountant whose run is μ-GDP after every number of
+// steps: its Epsilon and Delta are the Gaussian pair's at that μ
+// (GaussianEpsilon, GaussianDelta). GaussianEpochs, GDPCLT and the asymptotic
+// GDP accountant of random allocation (package accounting) answer through it.
+type MuGDP func(steps int) float64
+
+// Epsilon returns GaussianEpsilon(μ(steps), delta) for steps ≥ 0.
+func (mu MuGDP) Epsilon(steps int, delta float64) (float64, error) {
+	if err := checkSteps(steps); err != nil {
+		return 0, err
+	}
+	return GaussianEpsilon(mu(steps), delta)
+}
+
+// Delta returns GaussianDelta(μ(steps), eps) for steps ≥ 0.
+func (mu MuGDP) Delta(steps int, eps float64) (float64, error) {
+	if err := checkSteps(steps); err != nil {
+		return 0, err
+	}
+	return GaussianDelta(mu(steps), eps)
+}
+
 // GaussianEpochs is the amplification-free accountant for samplers that use
 // each example at most once per epoch: shuffling (fixed batches from a
 // permutation) and random allocation (the deterministic-batches case of
@@ -133,12 +155,7 @@ func (g *GaussianEpochs) Sampler() string { return g.sampler }
 func (g *GaussianEpochs) Adjacency() string { return AdjacencyZeroOut }
 
 // Epochs returns E = ⌈steps / stepsPerEpoch⌉, the epochs begun after steps steps.
-func (g *GaussianEpochs) Epochs(steps int) int {
-	if steps <= 0 {
-		return 0
-	}
-	return (steps-1)/g.stepsPerEpoch + 1
-}
+func (g *GaussianEpochs) Epochs(steps int) int { return EpochsOf(steps, g.stepsPerEpoch) }
 
 // Mu returns μ = √E/σ after steps steps.
 func (g *GaussianEpochs) Mu(steps int) float64 {
@@ -147,18 +164,12 @@ func (g *GaussianEpochs) Mu(steps int) float64 {
 
 // Epsilon returns the smallest ε with δ(ε) ≤ delta for μ = √E/σ.
 func (g *GaussianEpochs) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	return GaussianEpsilon(g.Mu(steps), delta)
+	return MuGDP(g.Mu).Epsilon(steps, delta)
 }
 
 // Delta returns δ(eps) for μ = √E/σ.
 func (g *GaussianEpochs) Delta(steps int, eps float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	return GaussianDelta(g.Mu(steps), eps)
+	return MuGDP(g.Mu).Delta(steps, eps)
 }
 
 // GDPCLT is the Gaussian-DP central-limit approximation for Poisson sampling
@@ -212,16 +223,10 @@ func (g *GDPCLT) Mu(steps int) float64 {
 
 // Epsilon returns the approximate ε at delta after steps steps.
 func (g *GDPCLT) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	return GaussianEpsilon(g.Mu(steps), delta)
+	return MuGDP(g.Mu).Epsilon(steps, delta)
 }
 
 // Delta returns the approximate δ at eps after steps steps.
 func (g *GDPCLT) Delta(steps int, eps float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	return GaussianDelta(g.Mu(steps), eps)
+	return MuGDP(g.Mu).Delta(steps, eps)
 }

@@ -73,19 +73,7 @@ func (p *PoissonRDP) RDP(steps int) ([]float64, error) {
 	if err := checkSteps(steps); err != nil {
 		return nil, err
 	}
-	return p.rdpAt(steps), nil
-}
-
-// rdpAt is RDP for steps ≥ 0.
-func (p *PoissonRDP) rdpAt(steps int) []float64 {
-	out := make([]float64, len(p.rdp))
-	if steps == 0 {
-		return out
-	}
-	for i, r := range p.rdp {
-		out[i] = float64(steps) * r
-	}
-	return out
+	return ComposeRDP(p.rdp, steps), nil
 }
 
 // Epsilon returns ε such that steps steps are (ε, delta)-DP, by the improved
@@ -130,7 +118,7 @@ func (p *PoissonRDP) EpsilonClassic(steps int, delta float64) (eps, order float6
 	if err := checkSteps(steps); err != nil {
 		return 0, 0, err
 	}
-	return RDPToEpsilonClassic(p.orders, p.rdpAt(steps), delta)
+	return RDPToEpsilonClassic(p.orders, ComposeRDP(p.rdp, steps), delta)
 }
 
 // Delta returns δ such that steps steps are (eps, δ)-DP (RDPToDelta).

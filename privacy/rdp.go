@@ -44,6 +44,20 @@ func checkOrders(orders []float64) error {
 	return nil
 }
 
+// ComposeRDP returns the Rényi DP curve of n ≥ 0 adaptive compositions of a
+// mechanism whose curve is rdp: n·ε_RDP(α) at each order (composition adds
+// RDP; Mironov 2017 Prop. 1). n = 0 gives zeros, whatever rdp holds.
+func ComposeRDP(rdp []float64, n int) []float64 {
+	out := make([]float64, len(rdp))
+	if n <= 0 {
+		return out
+	}
+	for i, r := range rdp {
+		out[i] = float64(n) * r
+	}
+	return out
+}
+
 // PoissonGaussianRDP returns the per-step Rényi DP ε_RDP(α) of the
 // Poisson-subsampled Gaussian mechanism (sampling rate q, noise multiplier σ,
 // sensitivity 1, add/remove adjacency) at each order α of orders

@@ -2,8 +2,9 @@
 // shared by the privacy accountants and the audit: log-space arithmetic
 // (ln(eᵃ ± eᵇ), softplus), the normal tails (ln Φ with full precision in the
 // far tail, 1 − Φ without cancellation; Φ itself is gonum's
-// distuv.UnitNormal.CDF), one-dimensional root finding and search (bisections,
-// golden-section search), and the FFT helpers of the PLD compositions.
+// distuv.UnitNormal.CDF), one-dimensional root finding and search
+// (bracketing, bisections, golden-section search), and the FFT helpers of the
+// PLD compositions.
 package numeric
 
 import (
@@ -136,30 +137,59 @@ const maxFFTFactors = 13
 // fails at lo > 0 and holds at hi. The search is geometric (scale-free), as
 // suits noise multipliers. An error from ok stops the search.
 func BisectGeometric(ok func(x float64) (bool, error), lo, hi, rel float64) (float64, error) {
-	for hi > lo*(1+rel) {
+	return bisect(ok, lo, hi, func(lo, hi float64) (float64, bool) {
+		if !(hi > lo*(1+rel)) {
+			return 0, false
+		}
 		mid := math.Sqrt(lo * hi)
-		if mid <= lo || mid >= hi {
-			break
-		}
-		good, err := ok(mid)
-		if err != nil {
-			return 0, err
-		}
-		if good {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+		return mid, !(mid <= lo || mid >= hi)
+	})
 }
 
 // BisectInt returns the smallest n in (lo, hi] at which the monotone
 // predicate ok holds, given that it fails at lo (or lo is below the domain)
 // and holds at hi. An error from ok stops the search.
 func BisectInt(ok func(n int) (bool, error), lo, hi int) (int, error) {
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
+	return bisect(ok, lo, hi, func(lo, hi int) (int, bool) {
+		return lo + (hi-lo)/2, hi-lo > 1
+	})
+}
+
+// Bracket searches upward for a point where the monotone predicate ok holds,
+// to bracket its boundary for BisectInt or BisectGeometric: it evaluates ok at
+// hi and, while ok fails there, moves lo to hi and hi to next(i, hi) (i = 0, 1,
+// … counts the moves), until ok holds (found = true) or next reports that no
+// further point may be tried (more = false; found = false, hi the last point
+// tried). lo is the last point where ok failed, or the lo given (a point known
+// to fail, or below the domain) if ok held at the first hi. An error from ok
+// stops the search.
+func Bracket[T float64 | int](ok func(T) (bool, error), lo, hi T, next func(i int, hi T) (T, bool)) (newLo, newHi T, found bool, err error) {
+	for i := 0; ; i++ {
+		good, err := ok(hi)
+		if err != nil {
+			return lo, hi, false, err
+		}
+		if good {
+			return lo, hi, true, nil
+		}
+		h, more := next(i, hi)
+		if !more {
+			return lo, hi, false, nil
+		}
+		lo, hi = hi, h
+	}
+}
+
+// bisect is the loop of BisectGeometric and BisectInt: while split gives a
+// point mid of (lo, hi) (more = true), it evaluates ok there and moves hi to
+// mid where ok holds, lo otherwise; then it returns hi. An error from ok stops
+// the search.
+func bisect[T float64 | int](ok func(T) (bool, error), lo, hi T, split func(lo, hi T) (mid T, more bool)) (T, error) {
+	for {
+		mid, more := split(lo, hi)
+		if !more {
+			return hi, nil
+		}
 		good, err := ok(mid)
 		if err != nil {
 			return 0, err
@@ -170,7 +200,6 @@ func BisectInt(ok func(n int) (bool, error), lo, hi int) (int, error) {
 			lo = mid
 		}
 	}
-	return hi, nil
 }
 
 // PowPolar raises every entry of c to the real power n in polar form, |z|ⁿ·e^{i·n·arg z},

@@ -3,6 +3,7 @@ package numeric
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"testing"
 
 	"gonum.org/v1/gonum/dsp/fourier"
@@ -128,6 +129,41 @@ func TestBisect(t *testing.T) {
 		if got := NormSF(tc.x); !close(got, tc.want, 1e-12, 0) {
 			t.Errorf("NormSF(%g) = %g, want %g", tc.x, got, tc.want)
 		}
+	}
+}
+
+// TestBracket: doubling from 1 brackets the threshold n0 of a step predicate
+// as (lo, hi] = (2^(k−1), 2^k] with the fewest probes, a cap on the moves ends
+// the search with found = false at the last point tried, ok holding at once
+// keeps the lo given, and an error stops the search.
+func TestBracket(t *testing.T) {
+	double := func(_, h int) (int, bool) { return 2 * h, true }
+	for _, n0 := range []int{1, 2, 3, 7, 8, 9, 1000, 12345} {
+		probes := 0
+		ok := func(n int) (bool, error) { probes++; return n >= n0, nil }
+		lo, hi, found, err := Bracket(ok, 0, 1, double)
+		if err != nil || !found || lo >= n0 || hi < n0 || (lo > 0 && hi != 2*lo) {
+			t.Errorf("n0 = %d: Bracket = (%d, %d], found %v, %v; want 2^(k−1) < %d ≤ 2^k", n0, lo, hi, found, err, n0)
+		}
+		if want := 1 + bits.Len(uint(n0-1)); probes != want {
+			t.Errorf("n0 = %d: %d probes, want %d", n0, probes, want)
+		}
+		if n, err := BisectInt(ok, lo, hi); err != nil || n != n0 {
+			t.Errorf("n0 = %d: BisectInt on the bracket = %d, %v", n0, n, err)
+		}
+	}
+	// At most 3 moves: 1 → 1.5 → 2.25 → 3.375, none reaching 10.
+	lo, hi, found, err := Bracket(func(x float64) (bool, error) { return x >= 10, nil }, 0, 1,
+		func(i int, h float64) (float64, bool) { return 1.5 * h, i < 3 })
+	if err != nil || found || hi != 3.375 || lo != 2.25 {
+		t.Errorf("capped: (%g, %g], found %v, %v; want (2.25, 3.375], not found", lo, hi, found, err)
+	}
+	if lo, hi, found, err := Bracket(func(x float64) (bool, error) { return true, nil }, 0.5, 4, nil); err != nil || !found || lo != 0.5 || hi != 4 {
+		t.Errorf("holding at once: (%g, %g], found %v, %v; want (0.5, 4], found", lo, hi, found, err)
+	}
+	boom := errors.New("boom")
+	if _, _, found, err := Bracket(func(int) (bool, error) { return false, boom }, 0, 1, double); found || !errors.Is(err, boom) {
+		t.Errorf("error not passed through: found %v, %v", found, err)
 	}
 }
 

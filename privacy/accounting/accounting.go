@@ -407,23 +407,14 @@ func (g *asymptoticGDP) Approximate() bool { return true }
 
 // Mu returns μ after steps steps, counting whole epochs.
 func (g *asymptoticGDP) Mu(steps int) float64 {
-	e := 0
-	if steps > 0 {
-		e = (steps-1)/g.rounds + 1
-	}
+	e := privacy.EpochsOf(steps, g.rounds)
 	return allocation.MuAllocation(g.sigma, math.Sqrt(float64(e)/float64(g.rounds)))
 }
 
 func (g *asymptoticGDP) Epsilon(steps int, delta float64) (float64, error) {
-	if steps < 0 {
-		return 0, fmt.Errorf("accounting: steps = %d out of range [0, +Inf): %w", steps, privacy.ErrInvalidArgument)
-	}
-	return privacy.GaussianEpsilon(g.Mu(steps), delta)
+	return privacy.MuGDP(g.Mu).Epsilon(steps, delta)
 }
 
 func (g *asymptoticGDP) Delta(steps int, eps float64) (float64, error) {
-	if steps < 0 {
-		return 0, fmt.Errorf("accounting: steps = %d out of range [0, +Inf): %w", steps, privacy.ErrInvalidArgument)
-	}
-	return privacy.GaussianDelta(g.Mu(steps), eps)
+	return privacy.MuGDP(g.Mu).Delta(steps, eps)
 }

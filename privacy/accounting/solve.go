@@ -573,22 +573,15 @@ func SolveRounds(spec Spec, epochs int, target privacy.Budget) (int, error) {
 		s.SampleRate = 1 / float64(m)
 		return within(s, epochs*m, target)
 	}
-	// Exponential search for a feasible M, then bisection on integers.
-	lo, hi := 0, 1 // at(lo) false (lo = 0 stands for "none"), at(hi) to be found true
-	for {
-		ok, err := at(hi)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			break
-		}
-		lo = hi
-		if hi >= RoundsMax {
-			return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) over %d epochs is not met by %s/%s at %s for any M ≤ %g: %w",
-				target.Epsilon, target.Delta, epochs, spec.Sampler, spec.Method, spec.noise(), RoundsMax, privacy.ErrUnreachable)
-		}
-		hi = min(2*hi, int(RoundsMax))
+	// Exponential search for a feasible M, then bisection on integers. at(lo)
+	// is false (lo = 0 stands for "none"); at(hi) is to be found true.
+	lo, hi, found, err := numeric.Bracket(at, 0, 1, func(_, h int) (int, bool) { return min(2*h, int(RoundsMax)), h < RoundsMax })
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("accounting: target (ε = %g, δ = %g) over %d epochs is not met by %s/%s at %s for any M ≤ %g: %w",
+			target.Epsilon, target.Delta, epochs, spec.Sampler, spec.Method, spec.noise(), RoundsMax, privacy.ErrUnreachable)
 	}
 	return numeric.BisectInt(at, lo, hi)
 }

@@ -45,18 +45,12 @@ func NewChain(rows [][]float64) (*Chain, error) {
 		if len(row) != n {
 			return nil, fmt.Errorf("ageaware: transition matrix row %d has %d entries, want %d (a square matrix): %w", x, len(row), n, privacy.ErrInvalidArgument)
 		}
-		sum := 0.0
-		for y, v := range row {
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				return nil, fmt.Errorf("ageaware: transition matrix entry (%d, %d) = %v, want a finite number in [0, 1]: %w", x, y, v, privacy.ErrInvalidArgument)
-			}
-			sum += v
+		sum, y := normalizeLaw(c.p[x*n:(x+1)*n], row)
+		if y >= 0 {
+			return nil, fmt.Errorf("ageaware: transition matrix entry (%d, %d) = %v, want a finite number in [0, 1]: %w", x, y, row[y], privacy.ErrInvalidArgument)
 		}
 		if math.Abs(sum-1) > RowSumTol {
 			return nil, fmt.Errorf("ageaware: transition matrix row %d sums to %.12g, want 1 (within %g): %w", x, sum, RowSumTol, privacy.ErrInvalidArgument)
-		}
-		for y, v := range row {
-			c.p[x*n+y] = v / sum
 		}
 	}
 	if x, y, ok := c.unreachable(); !ok {
@@ -445,19 +439,31 @@ func CheckLaw(name string, law []float64, n int) ([]float64, error) {
 	if len(law) != n {
 		return nil, fmt.Errorf("ageaware: %s has %d entries, want %d (one per state): %w", name, len(law), n, privacy.ErrInvalidArgument)
 	}
-	sum := 0.0
-	for i, v := range law {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return nil, fmt.Errorf("ageaware: %s[%d] = %v, want a finite probability in [0, 1]: %w", name, i, v, privacy.ErrInvalidArgument)
-		}
-		sum += v
+	out := make([]float64, n)
+	sum, i := normalizeLaw(out, law)
+	if i >= 0 {
+		return nil, fmt.Errorf("ageaware: %s[%d] = %v, want a finite probability in [0, 1]: %w", name, i, law[i], privacy.ErrInvalidArgument)
 	}
 	if math.Abs(sum-1) > RowSumTol {
 		return nil, fmt.Errorf("ageaware: %s sums to %.12g, want 1 (within %g): %w", name, sum, RowSumTol, privacy.ErrInvalidArgument)
 	}
-	out := make([]float64, n)
-	for i, v := range law {
-		out[i] = v / sum
-	}
 	return out, nil
+}
+
+// normalizeLaw is the check and rescaling that NewChain applies to each row and
+// CheckLaw to a law: it sums v in order and writes v/Σv into dst (len(v)),
+// returning Σv and bad = −1; or, at the first entry of v that is negative, NaN
+// or infinite, it returns that entry's index as bad, leaving dst unwritten. The
+// caller checks Σv against 1 (and discards dst when it is off).
+func normalizeLaw(dst, v []float64) (sum float64, bad int) {
+	for i, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return 0, i
+		}
+		sum += x
+	}
+	for i, x := range v {
+		dst[i] = x / sum
+	}
+	return sum, -1
 }

@@ -7,15 +7,50 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
-// tvEpsilon is the Epsilon of an accountant that certifies only a total
-// variation tv: ε = 0 when tv ≤ δ ((0, tv)-DP implies (0, δ)-DP), otherwise
-// no ε reaches δ.
-func tvEpsilon(name string, tv, delta float64) (float64, error) {
+// tvOnly is the TV, Delta and Epsilon of an accountant that certifies only a
+// total variation, given per epoch count: after E = ⌈steps/M⌉ epochs the run
+// is (0, tv(E))-DP, hence (ε, tv(E))-DP for every ε ≥ 0.
+type tvOnly struct {
+	name   string                   // the bound's name, for the Epsilon error
+	rounds int                      // M
+	tv     func(epochs int) float64 // the certified TV after E ≥ 1 epochs
+}
+
+// TV returns tv(E) after steps ≥ 0 steps, E = ⌈steps/M⌉ (0 steps give 0).
+func (b tvOnly) TV(steps int) (float64, error) {
+	if err := checkSteps(steps); err != nil {
+		return 0, err
+	}
+	e := privacy.EpochsOf(steps, b.rounds)
+	if e == 0 {
+		return 0, nil
+	}
+	return b.tv(e), nil
+}
+
+// Delta returns TV(steps) for every eps ≥ 0.
+func (b tvOnly) Delta(steps int, eps float64) (float64, error) {
+	if err := checkEps(eps); err != nil {
+		return 0, err
+	}
+	return b.TV(steps)
+}
+
+// Epsilon returns 0 when TV(steps) ≤ delta ((0, tv)-DP implies (0, δ)-DP);
+// otherwise no ε reaches delta and the error wraps privacy.ErrUnreachable.
+func (b tvOnly) Epsilon(steps int, delta float64) (float64, error) {
+	if err := checkProb("delta", delta); err != nil {
+		return 0, err
+	}
+	tv, err := b.TV(steps)
+	if err != nil {
+		return 0, err
+	}
 	if tv <= delta {
 		return 0, nil
 	}
 	return 0, fmt.Errorf("allocation: %s certifies only a total variation (δ ≥ TV = %.6g), and delta = %g is below it; use accountant rdp or exact for (ε, δ) with a smaller δ: %w",
-		name, tv, delta, privacy.ErrUnreachable)
+		b.name, tv, delta, privacy.ErrUnreachable)
 }
 
 // ChiSquareAccountant is the certified chi-square accountant of random
@@ -24,18 +59,22 @@ func tvEpsilon(name string, tv, delta float64) (float64, error) {
 // every ε ≥ 0. It is a total-variation statement only. Immutable; safe for
 // concurrent use.
 type ChiSquareAccountant struct {
-	sigma   float64
-	rounds  int
-	logStep float64 // ln(1 + b/M)
+	sigma  float64
+	rounds int
+	bound  tvOnly // U(c_E), c_E from ln(1 + b/M)
 }
 
 // NewChiSquareAccountant returns the chi-square accountant for noise
 // multiplier σ > 0 and M = rounds ≥ 1 rounds (steps) per epoch.
 func NewChiSquareAccountant(sigma float64, rounds int) (*ChiSquareAccountant, error) {
-	if err := chisqValidate(sigma, rounds, 1); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return nil, fmt.Errorf("allocation: NewChiSquareAccountant: %w", err)
 	}
-	return &ChiSquareAccountant{sigma: sigma, rounds: rounds, logStep: chisqLogStep(sigma, rounds)}, nil
+	logStep := chisqLogStep(sigma, rounds) // ln(1 + b/M)
+	return &ChiSquareAccountant{sigma: sigma, rounds: rounds, bound: tvOnly{
+		name: "chi-square", rounds: rounds,
+		tv: func(e int) float64 { return chisqU(chisqC(logStep, e)) },
+	}}, nil
 }
 
 var _ privacy.Accountant = (*ChiSquareAccountant)(nil)
@@ -57,36 +96,17 @@ func (a *ChiSquareAccountant) Rounds() int { return a.rounds }
 
 // TV returns the certified total-variation bound U(c_E) after steps steps
 // (E = ⌈steps/M⌉; 0 steps give 0).
-func (a *ChiSquareAccountant) TV(steps int) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	e := epochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	return chisqU(chisqC(a.logStep, e)), nil
-}
+func (a *ChiSquareAccountant) TV(steps int) (float64, error) { return a.bound.TV(steps) }
 
 // Delta returns U(c_E) for every eps ≥ 0.
 func (a *ChiSquareAccountant) Delta(steps int, eps float64) (float64, error) {
-	if err := checkEps(eps); err != nil {
-		return 0, err
-	}
-	return a.TV(steps)
+	return a.bound.Delta(steps, eps)
 }
 
 // Epsilon returns 0 if U(c_E) ≤ delta and otherwise an error wrapping
 // privacy.ErrUnreachable.
 func (a *ChiSquareAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkProb("delta", delta); err != nil {
-		return 0, err
-	}
-	tv, err := a.TV(steps)
-	if err != nil {
-		return 0, err
-	}
-	return tvEpsilon("chi-square", tv, delta)
+	return a.bound.Epsilon(steps, delta)
 }
 
 // BerryEsseenAccountant is van Dijk & Ertan's Theorem 4.1 as an accountant
@@ -97,7 +117,7 @@ type BerryEsseenAccountant struct {
 	sigma  float64
 	rounds int
 	rho    Rho
-	delta1 float64
+	bound  tvOnly // δ_E from δ₁
 }
 
 // NewBerryEsseenAccountant returns the Berry–Esseen accountant for σ > 0,
@@ -108,7 +128,10 @@ func NewBerryEsseenAccountant(sigma float64, rounds int, rho Rho) (*BerryEsseenA
 	if err != nil {
 		return nil, fmt.Errorf("allocation: NewBerryEsseenAccountant: %w", err)
 	}
-	return &BerryEsseenAccountant{sigma: sigma, rounds: rounds, rho: rho, delta1: d1}, nil
+	return &BerryEsseenAccountant{sigma: sigma, rounds: rounds, rho: rho, bound: tvOnly{
+		name: "Berry–Esseen", rounds: rounds,
+		tv: func(e int) float64 { return beCompose(d1, e) },
+	}}, nil
 }
 
 var _ privacy.Accountant = (*BerryEsseenAccountant)(nil)
@@ -132,36 +155,17 @@ func (a *BerryEsseenAccountant) Rounds() int { return a.rounds }
 func (a *BerryEsseenAccountant) Rho() Rho { return a.rho }
 
 // TV returns δ_E = 1 − (1 − δ₁)^E after steps steps (E = ⌈steps/M⌉).
-func (a *BerryEsseenAccountant) TV(steps int) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	e := epochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	return beCompose(a.delta1, e), nil
-}
+func (a *BerryEsseenAccountant) TV(steps int) (float64, error) { return a.bound.TV(steps) }
 
 // Delta returns δ_E for every eps ≥ 0.
 func (a *BerryEsseenAccountant) Delta(steps int, eps float64) (float64, error) {
-	if err := checkEps(eps); err != nil {
-		return 0, err
-	}
-	return a.TV(steps)
+	return a.bound.Delta(steps, eps)
 }
 
 // Epsilon returns 0 if δ_E ≤ delta and otherwise an error wrapping
 // privacy.ErrUnreachable.
 func (a *BerryEsseenAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkProb("delta", delta); err != nil {
-		return 0, err
-	}
-	tv, err := a.TV(steps)
-	if err != nil {
-		return 0, err
-	}
-	return tvEpsilon("Berry–Esseen", tv, delta)
+	return a.bound.Epsilon(steps, delta)
 }
 
 // RDPAccountant is the Rényi-DP accountant of random allocation
@@ -218,14 +222,7 @@ func (a *RDPAccountant) RDP(steps int) ([]float64, error) {
 	if err := checkSteps(steps); err != nil {
 		return nil, err
 	}
-	e := float64(epochsOf(steps, a.rounds))
-	out := make([]float64, len(a.rdp))
-	for i, r := range a.rdp {
-		if e > 0 {
-			out[i] = e * r
-		}
-	}
-	return out, nil
+	return privacy.ComposeRDP(a.rdp, privacy.EpochsOf(steps, a.rounds)), nil
 }
 
 // Epsilon returns the smallest ε over the orders with (ε, delta)-DP after

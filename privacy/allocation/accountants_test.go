@@ -61,7 +61,7 @@ func TestTVAccountants(t *testing.T) {
 	c, _ := NewChiSquareAccountant(1, m)
 	b, _ := NewBerryEsseenAccountant(1, m, RhoSimplified)
 	for _, steps := range []int{1, 999, 1000, 1001, 5000} {
-		e := epochsOf(steps, m)
+		e := (steps + m - 1) / m // ⌈steps/M⌉
 		wc, _ := ChiSquareTV(1, m, e)
 		wb, _ := BerryEsseenDelta(1, m, e, RhoSimplified)
 		for _, eps := range []float64{0, 1, 10} {

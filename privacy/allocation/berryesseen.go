@@ -194,10 +194,7 @@ func BerryEsseenDelta1(sigma float64, rounds int, rho Rho) (float64, error) {
 
 // beValidate checks σ, M and ρ, then the regime.
 func beValidate(sigma float64, rounds int, rho Rho) error {
-	if err := checkSigma(sigma); err != nil {
-		return err
-	}
-	if err := checkRounds(rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return err
 	}
 	if err := checkRho(rho); err != nil {
@@ -230,13 +227,7 @@ func BerryEsseenDelta(sigma float64, rounds, epochs int, rho Rho) (float64, erro
 // privacy.ErrOutOfRegime; a δ not reached by M = 2⁵³ one wrapping
 // privacy.ErrUnreachable.
 func BerryEsseenRounds(sigma, delta float64, epochs int, rho Rho) (int, error) {
-	if err := checkSigma(sigma); err != nil {
-		return 0, err
-	}
-	if err := checkProb("delta", delta); err != nil {
-		return 0, err
-	}
-	if err := checkEpochs(epochs); err != nil {
+	if err := checkRoundsSolve(sigma, "delta", delta, epochs); err != nil {
 		return 0, err
 	}
 	if err := checkRho(rho); err != nil {
@@ -252,26 +243,15 @@ func BerryEsseenRounds(sigma, delta float64, epochs int, rho Rho) (int, error) {
 	if ok(lo) {
 		return lo, nil
 	}
+	okE := func(m int) (bool, error) { return ok(m), nil }
 	// Invariant: !ok(lo), ok(hi).
-	hi := lo
-	for !ok(hi) {
-		if hi >= beMaxRounds {
-			d := beCompose(beDelta1(t2, beMaxRounds, logR), epochs)
-			return 0, fmt.Errorf("allocation: Berry–Esseen bound at sigma = %g, epochs = %d stays above delta = %g for every M ≤ 2^53 (δ_E = %.4g there): %w",
-				sigma, epochs, delta, d, privacy.ErrUnreachable)
-		}
-		lo = hi
-		hi = min(2*hi, beMaxRounds)
+	lo, hi, found, _ := numeric.Bracket(okE, lo, lo, func(_, h int) (int, bool) { return min(2*h, beMaxRounds), h < beMaxRounds })
+	if !found {
+		d := beCompose(beDelta1(t2, beMaxRounds, logR), epochs)
+		return 0, fmt.Errorf("allocation: Berry–Esseen bound at sigma = %g, epochs = %d stays above delta = %g for every M ≤ 2^53 (δ_E = %.4g there): %w",
+			sigma, epochs, delta, d, privacy.ErrUnreachable)
 	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if ok(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return numeric.BisectInt(okE, lo, hi)
 }
 
 // beRegimeStart returns the smallest M ≥ 3 with σ ≥ √(3/ln M), i.e.
@@ -303,7 +283,7 @@ func beRegimeStart(sigma float64) (int, error) {
 // 1 − (1−δ₁)^E ≤ E·δ₁). Invalid input (σ ≤ 0, δ outside (0, 1), E < 1,
 // NaN or Inf) gives NaN; a σ so small that it overflows gives +Inf.
 func BerryEsseenTwoTermRounds(sigma, delta float64, epochs int) float64 {
-	if checkSigma(sigma) != nil || checkProb("delta", delta) != nil || checkEpochs(epochs) != nil {
+	if checkRoundsSolve(sigma, "delta", delta, epochs) != nil {
 		return math.NaN()
 	}
 	t2 := 1 / (sigma * sigma)

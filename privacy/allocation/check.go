@@ -23,6 +23,47 @@ func checkRounds(rounds int) error {
 	return nil
 }
 
+// checkSigmaRounds checks σ, then M.
+func checkSigmaRounds(sigma float64, rounds int) error {
+	if err := checkSigma(sigma); err != nil {
+		return err
+	}
+	return checkRounds(rounds)
+}
+
+// checkSigmaRoundsEpochs checks σ, M, then E.
+func checkSigmaRoundsEpochs(sigma float64, rounds, epochs int) error {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
+		return err
+	}
+	return checkEpochs(epochs)
+}
+
+// checkSigmaSolve checks the arguments of the σ solvers (ChiSquareSigma,
+// ExactSigma): the target tv, then M, then E.
+func checkSigmaSolve(tv float64, rounds, epochs int) error {
+	if err := checkProb("tv", tv); err != nil {
+		return err
+	}
+	if err := checkRounds(rounds); err != nil {
+		return err
+	}
+	return checkEpochs(epochs)
+}
+
+// checkRoundsSolve checks the arguments of the rounds solvers
+// (ChiSquareRounds, ExactRounds, BerryEsseenRounds): σ, then the target
+// named field, then E.
+func checkRoundsSolve(sigma float64, field string, target float64, epochs int) error {
+	if err := checkSigma(sigma); err != nil {
+		return err
+	}
+	if err := checkProb(field, target); err != nil {
+		return err
+	}
+	return checkEpochs(epochs)
+}
+
 // checkEpochs validates E, the number of epochs, in [1, +Inf).
 func checkEpochs(epochs int) error {
 	if epochs < 1 {
@@ -38,16 +79,6 @@ func checkProb(field string, v float64) error {
 		return fmt.Errorf("allocation: %s = %g out of range (0, 1): %w", field, v, privacy.ErrInvalidArgument)
 	}
 	return nil
-}
-
-// epochsOf returns E = ⌈steps/rounds⌉, the epochs begun after steps steps; a
-// partial epoch is accounted as a whole one (its releases are a prefix of the
-// whole epoch's, so post-processing covers it).
-func epochsOf(steps, rounds int) int {
-	if steps <= 0 {
-		return 0
-	}
-	return (steps-1)/rounds + 1
 }
 
 // checkSteps validates a step count in [0, +Inf).

@@ -51,21 +51,10 @@ func chisqTarget(tv float64) float64 {
 // computed as expm1(E·log1p(b/M)), saturated at math.MaxFloat64 where the
 // true value overflows.
 func ChiSquare(sigma float64, rounds, epochs int) (float64, error) {
-	if err := chisqValidate(sigma, rounds, epochs); err != nil {
+	if err := checkSigmaRoundsEpochs(sigma, rounds, epochs); err != nil {
 		return 0, err
 	}
 	return chisqC(chisqLogStep(sigma, rounds), epochs), nil
-}
-
-// chisqValidate checks σ, M and E.
-func chisqValidate(sigma float64, rounds, epochs int) error {
-	if err := checkSigma(sigma); err != nil {
-		return err
-	}
-	if err := checkRounds(rounds); err != nil {
-		return err
-	}
-	return checkEpochs(epochs)
 }
 
 // ChiSquareTV returns U(c_E), a certified bound on the total variation
@@ -88,13 +77,7 @@ func ChiSquareTV(sigma float64, rounds, epochs int) (float64, error) {
 //
 // then nudged up by a few ulps if rounding left ChiSquareTV above tv.
 func ChiSquareSigma(tv float64, rounds, epochs int) (float64, error) {
-	if err := checkProb("tv", tv); err != nil {
-		return 0, err
-	}
-	if err := checkRounds(rounds); err != nil {
-		return 0, err
-	}
-	if err := checkEpochs(epochs); err != nil {
+	if err := checkSigmaSolve(tv, rounds, epochs); err != nil {
 		return 0, err
 	}
 	g := math.Expm1(math.Log1p(chisqTarget(tv)) / float64(epochs)) // per-epoch χ² budget
@@ -114,13 +97,7 @@ func ChiSquareSigma(tv float64, rounds, epochs int) (float64, error) {
 // more than 2⁵³ rounds gives an error wrapping privacy.ErrUnreachable. At
 // σ = 1, tv = 0.01, E = 1 it is 4,296 (the exact TV needs 2,730).
 func ChiSquareRounds(sigma, tv float64, epochs int) (int, error) {
-	if err := checkSigma(sigma); err != nil {
-		return 0, err
-	}
-	if err := checkProb("tv", tv); err != nil {
-		return 0, err
-	}
-	if err := checkEpochs(epochs); err != nil {
+	if err := checkRoundsSolve(sigma, "tv", tv, epochs); err != nil {
 		return 0, err
 	}
 	g := math.Expm1(math.Log1p(chisqTarget(tv)) / float64(epochs))

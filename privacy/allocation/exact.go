@@ -33,7 +33,7 @@ const exactTolerance = 1e-8
 //
 // One epoch only; ExactTV composes E epochs.
 func ExactTVEpoch(sigma float64, rounds int) (float64, error) {
-	if err := exactValidate(sigma, rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return 0, err
 	}
 	if rounds == 1 {
@@ -55,7 +55,7 @@ func ExactTVEpoch(sigma float64, rounds int) (float64, error) {
 // Gaussian mechanism Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ). Accuracy as for
 // ExactTVEpoch (absolute, pessimistic up to 1e-8).
 func ExactDeltaEpoch(sigma float64, rounds int, eps float64) (float64, error) {
-	if err := exactValidate(sigma, rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return 0, err
 	}
 	if !(eps >= 0) || math.IsInf(eps, 1) {
@@ -78,11 +78,3 @@ func ExactDeltaEpoch(sigma float64, rounds int, eps float64) (float64, error) {
 
 // exactClamp keeps a divergence in [0, 1].
 func exactClamp(v float64) float64 { return math.Min(1, math.Max(0, v)) }
-
-// exactValidate checks σ and M.
-func exactValidate(sigma float64, rounds int) error {
-	if err := checkSigma(sigma); err != nil {
-		return err
-	}
-	return checkRounds(rounds)
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/pld"
 )
 
 // ExactDelta returns a certified δ(ε) of E = epochs epochs of random
@@ -28,14 +29,11 @@ import (
 // plus the tail mass put at infinity (≈ 1e-15 per epoch, more where the
 // grid budget forces a lower cap: σ ≲ 0.7, see ExactCoarse).
 func ExactDelta(sigma float64, rounds, epochs int, eps float64) (float64, error) {
-	if err := exactValidateE(sigma, rounds, epochs); err != nil {
+	if err := checkSigmaRoundsEpochs(sigma, rounds, epochs); err != nil {
 		return 0, err
 	}
 	if err := checkEps(eps); err != nil {
 		return 0, err
-	}
-	if rounds == 1 {
-		return privacy.GaussianDelta(math.Sqrt(float64(epochs))/sigma, eps)
 	}
 	c, err := exactComposeNew(sigma, rounds, epochs)
 	if err != nil {
@@ -56,14 +54,11 @@ func ExactTV(sigma float64, rounds, epochs int) (float64, error) {
 // at or below the mass the discretization puts at +∞ plus its error bound
 // wraps privacy.ErrUnreachable.
 func ExactEpsilon(sigma float64, rounds, epochs int, delta float64) (float64, error) {
-	if err := exactValidateE(sigma, rounds, epochs); err != nil {
+	if err := checkSigmaRoundsEpochs(sigma, rounds, epochs); err != nil {
 		return 0, err
 	}
 	if err := checkProb("delta", delta); err != nil {
 		return 0, err
-	}
-	if rounds == 1 {
-		return privacy.GaussianEpsilon(math.Sqrt(float64(epochs))/sigma, delta)
 	}
 	c, err := exactComposeNew(sigma, rounds, epochs)
 	if err != nil {
@@ -79,7 +74,7 @@ func ExactEpsilon(sigma float64, rounds, epochs int, delta float64) (float64, er
 // (heavy-tailed likelihood ratio; about σ < 0.7) and for very large M
 // (≳ 10⁷). The values stay certified upper bounds, only looser.
 func ExactCoarse(sigma float64, rounds int) (bool, error) {
-	if err := exactValidate(sigma, rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return false, err
 	}
 	t := 1 / sigma
@@ -87,18 +82,14 @@ func ExactCoarse(sigma float64, rounds int) (bool, error) {
 	return coarse, nil
 }
 
-// exactValidateE checks σ, M and E.
-func exactValidateE(sigma float64, rounds, epochs int) error {
-	if err := exactValidate(sigma, rounds); err != nil {
-		return err
-	}
-	return checkEpochs(epochs)
-}
-
-// exactComposeNew builds and composes the per-epoch PLD.
-// Where the grid does not fit its budget it returns the amplification-free
-// bound instead (see exactComposed).
+// exactComposeNew builds and composes the per-epoch PLD. M = 1 is the
+// Gaussian mechanism with μ = √E/σ, returned in closed form; where the grid
+// does not fit its budget it returns the amplification-free bound instead
+// (see exactComposed).
 func exactComposeNew(sigma float64, rounds, epochs int) (*exactComposed, error) {
+	if rounds == 1 {
+		return exactGaussianComposed(sigma, epochs), nil
+	}
 	e, err := exactNewEpochPLD(sigma, rounds)
 	if exactGridErr(err) {
 		return exactGaussianComposed(sigma, epochs), nil
@@ -137,13 +128,7 @@ func exactTVFunc(sigma float64, rounds, epochs int) (float64, error) {
 // non-increasing in σ). E = 1 uses ExactTVEpoch, E > 1 ExactTV. The
 // chi-square σ (ChiSquareSigma) brackets it from above.
 func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
-	if err := checkProb("tv", tv); err != nil {
-		return 0, err
-	}
-	if err := checkRounds(rounds); err != nil {
-		return 0, err
-	}
-	if err := checkEpochs(epochs); err != nil {
+	if err := checkSigmaSolve(tv, rounds, epochs); err != nil {
 		return 0, err
 	}
 	hi, err := ChiSquareSigma(tv, rounds, epochs)
@@ -154,19 +139,13 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 		v, err := exactTVFunc(s, rounds, epochs)
 		return v <= tv, err
 	}
-	for i := 0; ; i++ {
-		good, err := ok(hi)
-		if err != nil {
-			return 0, err
-		}
-		if good {
-			break
-		}
-		if i == 30 {
-			return 0, fmt.Errorf("allocation: ExactSigma: tv = %g not certified by any sigma up to %g (rounds = %d, epochs = %d): %w",
-				tv, hi, rounds, epochs, privacy.ErrUnreachable)
-		}
-		hi *= 1.25
+	_, hi, found, err := numeric.Bracket(ok, 0, hi, func(i int, h float64) (float64, bool) { return h * 1.25, i < 30 })
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("allocation: ExactSigma: tv = %g not certified by any sigma up to %g (rounds = %d, epochs = %d): %w",
+			tv, hi, rounds, epochs, privacy.ErrUnreachable)
 	}
 	lo := hi / 2
 	for {
@@ -190,13 +169,7 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 // σ = 1, tv = 0.01, E = 1). The TV is non-increasing in M; the chi-square
 // M (ChiSquareRounds) brackets it from above. E = 1 uses ExactTVEpoch.
 func ExactRounds(sigma, tv float64, epochs int) (int, error) {
-	if err := checkSigma(sigma); err != nil {
-		return 0, err
-	}
-	if err := checkProb("tv", tv); err != nil {
-		return 0, err
-	}
-	if err := checkEpochs(epochs); err != nil {
+	if err := checkRoundsSolve(sigma, "tv", tv, epochs); err != nil {
 		return 0, err
 	}
 	hi, err := ChiSquareRounds(sigma, tv, epochs)
@@ -207,19 +180,13 @@ func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 		v, err := exactTVFunc(sigma, m, epochs)
 		return v <= tv, err
 	}
-	for i := 0; ; i++ {
-		good, err := ok(hi)
-		if err != nil {
-			return 0, err
-		}
-		if good {
-			break
-		}
-		if i == 20 || hi > 1<<40 {
-			return 0, fmt.Errorf("allocation: ExactRounds: tv = %g not certified up to rounds = %d (sigma = %g, epochs = %d): %w",
-				tv, hi, sigma, epochs, privacy.ErrUnreachable)
-		}
-		hi += hi/4 + 1
+	_, hi, found, err := numeric.Bracket(ok, 0, hi, func(i, h int) (int, bool) { return h + h/4 + 1, i < 20 && h <= 1<<40 })
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("allocation: ExactRounds: tv = %g not certified up to rounds = %d (sigma = %g, epochs = %d): %w",
+			tv, hi, sigma, epochs, privacy.ErrUnreachable)
 	}
 	if good, err := ok(1); err != nil {
 		return 0, err
@@ -255,23 +222,17 @@ func ExactEpochs(sigma, tv float64, rounds int) (int, error) {
 			tv, sigma, rounds, privacy.ErrUnreachable)
 	}
 	const eMax = 1 << 20
-	lo, hi := 1, 2 // fits(lo); fits(hi) to be found false
-	for {
-		ok, err := fits(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
-		lo = hi
-		if hi >= eMax {
-			return 0, fmt.Errorf("allocation: ExactEpochs: TV stays below tv = %g up to %d epochs (sigma = %g, rounds = %d): %w",
-				tv, eMax, sigma, rounds, privacy.ErrUnreachable)
-		}
-		hi *= 2
+	misses := func(e int) (bool, error) { ok, err := fits(e); return !ok, err }
+	// fits(1); the first E that misses is in (lo, hi].
+	lo, hi, found, err := numeric.Bracket(misses, 1, 2, func(_, h int) (int, bool) { return 2 * h, h < eMax })
+	if err != nil {
+		return 0, err
 	}
-	first, err := numeric.BisectInt(func(e int) (bool, error) { ok, err := fits(e); return !ok, err }, lo, hi)
+	if !found {
+		return 0, fmt.Errorf("allocation: ExactEpochs: TV stays below tv = %g up to %d epochs (sigma = %g, rounds = %d): %w",
+			tv, eMax, sigma, rounds, privacy.ErrUnreachable)
+	}
+	first, err := numeric.BisectInt(misses, lo, hi)
 	return first - 1, err
 }
 
@@ -292,11 +253,10 @@ type ExactAccountant struct {
 
 	mu    sync.Mutex
 	epoch *exactEpochPLD
-	cache map[int]*exactComposed
+	cache *pld.Cache[*exactComposed]
 	// noGrid: the per-epoch PLD does not fit its grid budget; the
 	// amplification-free bound is used (see exactComposed).
 	noGrid bool
-	order  []int
 }
 
 var _ privacy.Accountant = (*ExactAccountant)(nil)
@@ -305,10 +265,10 @@ var _ privacy.Accountant = (*ExactAccountant)(nil)
 // rounds (steps) per epoch. Construction is cheap; the per-epoch PLD is
 // built on the first query.
 func NewExactAccountant(sigma float64, rounds int) (*ExactAccountant, error) {
-	if err := exactValidate(sigma, rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return nil, fmt.Errorf("allocation: NewExactAccountant: %w", err)
 	}
-	return &ExactAccountant{sigma: sigma, rounds: rounds, cache: make(map[int]*exactComposed)}, nil
+	return &ExactAccountant{sigma: sigma, rounds: rounds, cache: pld.NewCache[*exactComposed](exactCacheSize)}, nil
 }
 
 // Name returns "exact".
@@ -326,11 +286,15 @@ func (a *ExactAccountant) Sigma() float64 { return a.sigma }
 // Rounds returns M.
 func (a *ExactAccountant) Rounds() int { return a.rounds }
 
-// composed returns the cached composition for E ≥ 1 epochs (M ≥ 2).
+// composed returns the composition for E ≥ 1 epochs: for M = 1 the Gaussian
+// mechanism with μ = √E/σ in closed form, for M ≥ 2 the cached composed PLD.
 func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
+	if a.rounds == 1 {
+		return exactGaussianComposed(a.sigma, epochs), nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.cache[epochs]; ok {
+	if c, ok := a.cache.Get(epochs); ok {
 		return c, nil
 	}
 	var c *exactComposed
@@ -357,12 +321,7 @@ func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
 			return nil, err
 		}
 	}
-	if len(a.order) >= exactCacheSize {
-		delete(a.cache, a.order[0])
-		a.order = a.order[1:]
-	}
-	a.cache[epochs] = c
-	a.order = append(a.order, epochs)
+	a.cache.Put(epochs, c)
 	return c, nil
 }
 
@@ -374,12 +333,9 @@ func (a *ExactAccountant) Delta(steps int, eps float64) (float64, error) {
 	if err := checkEps(eps); err != nil {
 		return 0, err
 	}
-	e := epochsOf(steps, a.rounds)
+	e := privacy.EpochsOf(steps, a.rounds)
 	if e == 0 {
 		return 0, nil
-	}
-	if a.rounds == 1 {
-		return privacy.GaussianDelta(math.Sqrt(float64(e))/a.sigma, eps)
 	}
 	c, err := a.composed(e)
 	if err != nil {
@@ -400,12 +356,9 @@ func (a *ExactAccountant) Epsilon(steps int, delta float64) (float64, error) {
 	if err := checkProb("delta", delta); err != nil {
 		return 0, err
 	}
-	e := epochsOf(steps, a.rounds)
+	e := privacy.EpochsOf(steps, a.rounds)
 	if e == 0 {
 		return 0, nil
-	}
-	if a.rounds == 1 {
-		return privacy.GaussianEpsilon(math.Sqrt(float64(e))/a.sigma, delta)
 	}
 	c, err := a.composed(e)
 	if err != nil {

@@ -414,17 +414,19 @@ func exactGridErr(err error) bool {
 }
 
 // exactComposed is the E-fold composition of an epoch PLD with its error,
-// or, where that does not fit its grid (mu > 0), the amplification-free
-// bound of E epochs: μ-GDP with μ = √E/σ (Chua et al. 2024; valid for
-// the pair because each epoch's release is a data-independent mixture of
-// Gaussian mechanisms of sensitivity 1).
+// or (mu > 0) μ-GDP with μ = √E/σ: exact for M = 1, where an epoch is one
+// Gaussian mechanism, and for M ≥ 2, where the PLD does not fit its grid, the
+// amplification-free bound of E epochs (Chua et al. 2024; valid for the pair
+// because each epoch's release is a data-independent mixture of Gaussian
+// mechanisms of sensitivity 1).
 type exactComposed struct {
 	qp, pq     *pld.PMF
 	errA, errB float64
 	mu         float64
 }
 
-// exactGaussianComposed is the fallback exactComposed for E epochs at σ.
+// exactGaussianComposed is the μ-GDP exactComposed for E epochs at σ (M = 1,
+// or the fallback where the grid does not fit).
 func exactGaussianComposed(sigma float64, epochs int) *exactComposed {
 	return &exactComposed{mu: math.Sqrt(float64(epochs)) / sigma}
 }

@@ -230,10 +230,7 @@ func rdpAdd(t2 float64, rounds int, alpha float64) float64 {
 
 // rdpValidate checks σ, M and orders and returns the largest order.
 func rdpValidate(sigma float64, rounds int, orders []float64) (int, error) {
-	if err := checkSigma(sigma); err != nil {
-		return 0, err
-	}
-	if err := checkRounds(rounds); err != nil {
+	if err := checkSigmaRounds(sigma, rounds); err != nil {
 		return 0, err
 	}
 	return rdpCheckOrders(orders)

@@ -173,7 +173,7 @@ func units(cfg Config, steps int) int {
 	}
 	switch cfg.Sampler {
 	case privacy.SamplerShuffle, privacy.SamplerAllocation:
-		return (steps-1)/cfg.StepsPerEpoch + 1
+		return privacy.EpochsOf(steps, cfg.StepsPerEpoch)
 	}
 	return steps
 }

@@ -31,8 +31,7 @@ type PoissonAccountant struct {
 
 	mu     sync.Mutex
 	single map[float64]*[2]*PMF // per interval: remove, add
-	cache  map[int]*[2]*PMF     // composed per steps
-	order  []int                // insertion order of cache keys
+	cache  *Cache[*[2]*PMF]     // composed per steps
 }
 
 var _ privacy.Accountant = (*PoissonAccountant)(nil)
@@ -58,7 +57,7 @@ func NewPoissonAccountant(q, sigma float64, opts ...Options) (*PoissonAccountant
 	return &PoissonAccountant{
 		q: q, sigma: sigma, opts: o,
 		single: make(map[float64]*[2]*PMF),
-		cache:  make(map[int]*[2]*PMF),
+		cache:  NewCache[*[2]*PMF](cacheSize),
 	}, nil
 }
 
@@ -101,7 +100,7 @@ const maxSingleLen = 1 << 21
 func (a *PoissonAccountant) composed(steps int) (*[2]*PMF, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.cache[steps]; ok {
+	if c, ok := a.cache.Get(steps); ok {
 		return c, nil
 	}
 	interval := a.opts.Interval
@@ -121,12 +120,7 @@ func (a *PoissonAccountant) composed(steps int) (*[2]*PMF, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(a.order) >= cacheSize {
-			delete(a.cache, a.order[0])
-			a.order = a.order[1:]
-		}
-		a.cache[steps] = c
-		a.order = append(a.order, steps)
+		a.cache.Put(steps, c)
 		return c, nil
 	}
 	return nil, fmt.Errorf("pld: q = %g, sigma = %g, steps = %d: %w", a.q, a.sigma, steps, lastErr)

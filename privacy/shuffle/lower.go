@@ -75,9 +75,8 @@ type LowerBound struct {
 	cube *cube
 
 	mu     sync.Mutex
-	single *[2]*pld.PMF         // one epoch: H(P‖Q), H(Q‖P)
-	cache  map[int]*[2]*pld.PMF // composed per epochs
-	order  []int
+	single *[2]*pld.PMF             // one epoch: H(P‖Q), H(Q‖P)
+	cache  *pld.Cache[*[2]*pld.PMF] // composed per epochs
 }
 
 var (
@@ -97,7 +96,7 @@ func NewLowerBound(sigma float64, rounds int) (*LowerBound, error) {
 	return &LowerBound{
 		sigma: sigma, rounds: rounds,
 		cube:  newCube(sigma, rounds),
-		cache: make(map[int]*[2]*pld.PMF),
+		cache: pld.NewCache[*[2]*pld.PMF](cacheSize),
 	}, nil
 }
 
@@ -120,12 +119,7 @@ func (l *LowerBound) Sigma() float64 { return l.sigma }
 func (l *LowerBound) Rounds() int { return l.rounds }
 
 // Epochs returns E = ⌈steps / M⌉ (a partial epoch counts as a whole one).
-func (l *LowerBound) Epochs(steps int) int {
-	if steps <= 0 {
-		return 0
-	}
-	return (steps-1)/l.rounds + 1
-}
+func (l *LowerBound) Epochs(steps int) int { return privacy.EpochsOf(steps, l.rounds) }
 
 // Delta returns a lower bound on δ(eps) after steps steps (eps ≥ 0, +Inf
 // gives 0).
@@ -229,7 +223,7 @@ func (l *LowerBound) EpochEpsilon(epochs int, delta float64) (float64, error) {
 func (l *LowerBound) composed(epochs int) (*[2]*pld.PMF, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c, ok := l.cache[epochs]; ok {
+	if c, ok := l.cache.Get(epochs); ok {
 		return c, nil
 	}
 	if l.single == nil {
@@ -257,12 +251,7 @@ func (l *LowerBound) composed(epochs int) (*[2]*pld.PMF, error) {
 			break
 		}
 	}
-	if len(l.order) >= cacheSize {
-		delete(l.cache, l.order[0])
-		l.order = l.order[1:]
-	}
-	l.cache[epochs] = &c
-	l.order = append(l.order, epochs)
+	l.cache.Put(epochs, &c)
 	return &c, nil
 }
 
