@@ -146,11 +146,11 @@ func checkWindow(off, n uint64) {
 // even stream indices, so no Philox block is computed twice; the noise does
 // not depend on the boundaries.
 func splitWindow(n, off uint64, f func(lo, hi uint64)) {
-	workers := runtime.GOMAXPROCS(0)
-	if n < parMin || workers < 2 {
+	if serialWindow(n) {
 		f(0, n)
 		return
 	}
+	workers := runtime.GOMAXPROCS(0)
 	pieces := min(uint64(4*workers), n/parGrain)
 	per := (n/pieces + 1) &^ 1
 	var wg sync.WaitGroup
@@ -161,6 +161,12 @@ func splitWindow(n, off uint64, f func(lo, hi uint64)) {
 		lo = hi
 	}
 	wg.Wait()
+}
+
+// serialWindow reports whether splitWindow runs a window of n values on the
+// calling goroutine alone.
+func serialWindow(n uint64) bool {
+	return n < parMin || runtime.GOMAXPROCS(0) < 2
 }
 
 // kernel names an implementation of the stream's normals. They all give the
@@ -185,10 +191,16 @@ func gaussianWith[T Float](k kernel, dst []T, std float64, key NoiseKey, off uin
 	if n == 0 {
 		return
 	}
-	g := generator{s: key.stream()}
+	var g generator // on the stack where one goroutine does the work
+	g.s = key.stream()
 	g.useKernel(k, n/2)
+	if serialWindow(n) {
+		gaussRange(dst, std, &g, off, fill)
+		return
+	}
+	shared := g
 	splitWindow(n, off, func(lo, hi uint64) {
-		gaussRange(dst[lo:hi], std, &g, off+lo, fill)
+		gaussRange(dst[lo:hi], std, &shared, off+lo, fill)
 	})
 }
 
