@@ -242,17 +242,18 @@ func gaussRange[T Float](dst []T, std float64, g *generator, off uint64, fill bo
 		skip := int(off & 1) // an odd start uses the second normal of its block
 		m := min(len(dst), bufLen-skip)
 		g.normals(buf[:(skip+m+1)&^1], j)
-		apply(dst[:m], buf[skip:skip+m], std, fill)
+		apply(g.k, dst[:m], buf[skip:skip+m], std, fill)
 		dst = dst[m:]
 		off += uint64(m)
 	}
 }
 
-// apply sets d[i] = T(z[i]) (fill) or T(FMA(std, z[i], float64(d[i]))).
-func apply[T Float](d []T, z []float64, std float64, fill bool) {
+// apply sets d[i] = T(z[i]) (fill) or T(FMA(std, z[i], float64(d[i]))),
+// with the vector instructions of kernel k where there are any.
+func apply[T Float](k kernel, d []T, z []float64, std float64, fill bool) {
 	z = z[:len(d)]
-	k := applyFast(d, z, std, fill)
-	d, z = d[k:], z[k:]
+	done := applyFast(k, d, z, std, fill)
+	d, z = d[done:], z[done:]
 	if fill {
 		for i, v := range z {
 			d[i] = T(v)

@@ -255,13 +255,13 @@ func axpyF32AVX2(dst *float32, z *float64, n int, std float64)
 //go:noescape
 func cvtF32AVX2(dst *float32, z *float64, n int)
 
-// applyFast does the first elements of apply with AVX-512 or AVX2 and
-// returns how many it did. (Go's scalar CVTSS2SD and CVTSD2SS merge into
-// their destination register, which chains the iterations of the float32
-// loop; the vector conversions do not.)
-func applyFast[T Float](d []T, z []float64, std float64, fill bool) int {
+// applyFast does the first elements of apply with the AVX-512 or AVX2
+// instructions of kernel k and returns how many it did. (Go's scalar
+// CVTSS2SD and CVTSD2SS merge into their destination register, which chains
+// the iterations of the float32 loop; the vector conversions do not.)
+func applyFast[T Float](k kernel, d []T, z []float64, std float64, fill bool) int {
 	n := len(d)
-	if useAVX512 && n > 0 {
+	if k == kernelAVX512 && n > 0 {
 		zp := unsafe.SliceData(z)
 		switch {
 		case is32[T]() && fill:
@@ -276,7 +276,7 @@ func applyFast[T Float](d []T, z []float64, std float64, fill bool) int {
 		return n
 	}
 	n &^= 3
-	if !useAVX2 || n == 0 {
+	if k != kernelAVX2 || n == 0 {
 		return 0
 	}
 	zp := unsafe.SliceData(z)

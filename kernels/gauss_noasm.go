@@ -25,4 +25,4 @@ func fastParams(*philoxStream, uint64) *avxParams { return nil }
 
 func normalsFast(*generator, []float64, uint32) int { return 0 }
 
-func applyFast[T Float]([]T, []float64, float64, bool) int { return 0 }
+func applyFast[T Float](kernel, []T, []float64, float64, bool) int { return 0 }

@@ -115,7 +115,7 @@ func laplaceRange[T Float](dst []T, scale float64, g *generator, off uint64) {
 		skip := int(off & 1) // an odd start uses the second value of its block
 		m := min(len(dst), bufLen-skip)
 		g.laplaces(buf[:(skip+m+1)&^1], j)
-		apply(dst[:m], buf[skip:skip+m], scale, false)
+		apply(bestKernel, dst[:m], buf[skip:skip+m], scale, false)
 		dst = dst[m:]
 		off += uint64(m)
 	}

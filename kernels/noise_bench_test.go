@@ -111,7 +111,7 @@ func addBallScratch[T Float](dsts [][]T, radius float64, key NoiseKey, scratch [
 	d = 0
 	for _, dst := range dsts {
 		zp := z[d : d+len(dst)]
-		splitWindow(uint64(len(dst)), 0, func(lo, hi uint64) { apply(dst[lo:hi], zp[lo:hi], c, false) })
+		splitWindow(uint64(len(dst)), 0, func(lo, hi uint64) { apply(bestKernel, dst[lo:hi], zp[lo:hi], c, false) })
 		d += len(dst)
 	}
 }
