@@ -128,3 +128,46 @@ func TestAVX512BoxMullerEdges(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAVX512Passes times the passes of the AVX-512 kernel on one
+// 512-value buffer (per normal): Philox, Box–Muller (radii and rotations),
+// and the float32 add of AddGaussian, to show where the time of a draw goes.
+func BenchmarkAVX512Passes(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("CPU without AVX-512 F and DQ")
+	}
+	s := NoiseKey{Seed: 1, Step: 2, Tensor: 3}.stream()
+	var q avx512Params
+	q.setStream(&s)
+	buf := make([]float64, bufLen)
+	words := make([]uint64, bufLen)
+	dst := make([]float32, bufLen)
+	const groups = bufLen / 16
+	b.Run("philox", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			philoxAVX512(&q, &words[0], groups, uint32(i*groups*8))
+		}
+		reportPerElem(b, bufLen)
+	})
+	b.Run("boxmuller", func(b *testing.B) {
+		philoxAVX512(&q, &words[0], groups, 0)
+		for b.Loop() {
+			copy(buf, unsafe.Slice((*float64)(unsafe.Pointer(&words[0])), bufLen))
+			boxMullerAVX512(&q, &buf[0], groups)
+		}
+		reportPerElem(b, bufLen)
+	})
+	b.Run("copy", func(b *testing.B) { // the copy inside "boxmuller"
+		for b.Loop() {
+			copy(buf, unsafe.Slice((*float64)(unsafe.Pointer(&words[0])), bufLen))
+		}
+		reportPerElem(b, bufLen)
+	})
+	b.Run("add32", func(b *testing.B) {
+		normals512(&q, buf, 0)
+		for b.Loop() {
+			apply(kernelAVX512, dst, buf, 1.1, false)
+		}
+		reportPerElem(b, bufLen)
+	})
+}
