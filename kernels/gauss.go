@@ -40,9 +40,10 @@ const MaxStreamLen = 1 << 33
 // kernels (logUnit, sinCos2Pi) to within about an ulp of the exact values,
 // using only correctly rounded IEEE-754 operations and explicit FMAs, so its
 // numbers are bit-identical on every platform and with every kernel (pure
-// Go, AVX2, AVX-512; TestGaussianKernelsAgree). The CUDA kernels (kernels/cuda/dpsgd.cu) carry the same polynomials
-// and constants with explicitly rounded operations and give the same float64
-// values bit for bit (cuda's tests check it through the fake driver). Another
+// Go, AVX2, AVX-512; TestGaussianKernelsAgree). The CUDA kernels
+// (kernels/cuda/dpsgd.cu) carry the same polynomials and constants with
+// explicitly rounded operations and give the same float64 values bit for bit
+// (cuda's tests check it through the fake driver). Another
 // implementation (math.Log and math.Sincos, or CUDA's own log and sincospi)
 // agrees to rounding, not bit for bit: the stream is defined by the uniforms
 // above, and the tests hold the CPU values within 4·10⁻¹⁵·max(1, r) of such a

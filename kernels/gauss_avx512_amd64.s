@@ -63,7 +63,13 @@
 
 // RADIUS replaces the eight words 2³²·x₀ + x₁ at off(DI) with
 // r = √(−2 ln u₁), u₁ = (m₁+1)·2⁻⁵³, m₁ = the word >> 11: logUnit with the
-// doubled operands of avx512Params. Z31 = 2⁻⁵³; t0–t8 are scratch.
+// doubled operands of avx512Params. Z31 = 2⁻⁵³; t0–t8 are scratch. In order:
+// u₁ = m₁·2⁻⁵³ + 2⁻⁵³ (exact); t1 = frac; t2 = k, the exponent of the bits of
+// u₁ plus the √2 adjustment (the carry into the exponent is i); t3 = frac +
+// adjustment, whose bit 52 is i; y = frac | (0x3ff ⊕ i)·2⁵² by the bit select
+// 0x72 (where 1.0 has a bit, ¬t3, else frac); f = y − 1; s = f/(2+f); s², s⁴;
+// 2p₁, 2p₂, 2R; f² = 2·hfsq; 2lo; (2lo − f²) + 2f; −2k·ln2Hi minus that; √.
+// (VPTERNLOGQ immediates: 0x96 is a ⊕ b ⊕ c, 0x78 is a ⊕ (b ∧ c).)
 #define RADIUS(off, t0, t1, t2, t3, t4, t5, t6, t7, t8) \
 	VPSRLQ           $11, off(DI), t0;                        \
 	VCVTUQQ2PD       t0, t0;                                  \
@@ -102,7 +108,12 @@
 // ROTATE replaces the eight radii at off(DI) and the eight words
 // 2³²·x₂ + x₃ at off+64(DI) with the sixteen normals r·cos(2πu₂),
 // r·sin(2πu₂) of the group in stream order (sinCos2Pi). Z31 = 2⁶¹; ko and
-// ks are mask registers, t0–t10 scratch.
+// ks are mask registers, t0–t10 scratch. The octant o is bits 61–63 of the
+// word: ko = odd octant (bit 61), where the position ρ·2¹¹ is reflected to
+// 2⁶¹ − ρ·2¹¹; t6 = word ⊕ (word << 1), whose bit 62 (bits 61 ≠ 62) swaps
+// sin and cos (ks) and whose bit 63 (bits 62 ≠ 63) is cos's sign; sin's
+// sign is bit 63. The lane order of the counters makes VUNPCKLPD/VUNPCKHPD
+// of (r·cos, r·sin) the blocks 0–3 and 4–7 of the group.
 #define ROTATE(off, ko, ks, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10) \
 	VMOVDQU64        off+64(DI), t0;                        \
 	VPANDQ.BCST      avx512Params_posMask(AX), t0, t1;      \

@@ -3,7 +3,7 @@
 package kernels
 
 // The assembly kernels are not built on other architectures or with the
-// noasm build tag; the pure-Go path computes the same stream.
+// build tag noasm or purego; the pure-Go path computes the same stream.
 
 // avxParams and avx512Ops are empty where their kernels are not built.
 type (
