@@ -22,9 +22,12 @@ run: build
 	./$(BIN) train
 
 # Everything CI checks: formatting, vet, staticcheck, the whole test suite (race detector off:
-# the suite is numeric and long), and a short run of every fuzz target.
+# the suite is numeric and long), the kernels again without their assembly (build tag noasm,
+# the pure-Go path other architectures run; purego selects the same files), and a short run of
+# every fuzz target.
 test: vet lint
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -tags noasm ./kernels
 	$(MAKE) fuzz
 
 test-short:
@@ -33,6 +36,7 @@ test-short:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
 	$(GO) vet ./...
+	$(GO) vet -tags noasm ./kernels
 
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...

@@ -11,6 +11,8 @@ require (
 	// The command line of cmd/dpsgd: GNU-style --long flags, and typed parse errors that the
 	// command rewrites as one-line usage errors (v1.1.0: the newest the module proxy serves).
 	github.com/spf13/pflag v1.1.0
+	// CPU features (AVX2, AVX-512) for the noise kernels' assembly, with the OS checks.
+	golang.org/x/sys v0.46.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0
 	// Explicit versions: the proxy refuses @latest and version lists for gorgonia.org modules.
@@ -34,7 +36,6 @@ require (
 	// Required: the version tensor v0.9.24 asks for panics at init under Go ≥ 1.21 (it
 	// refuses Go releases it does not know); this one no longer checks the Go version.
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
-	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	google.golang.org/protobuf v1.28.0 // indirect
 	gorgonia.org/cu v0.9.4 // indirect

@@ -19,9 +19,10 @@
 // ball spread over several tensors (AddBall: Tholeti's perturbed gradient
 // descent).
 //
-// The noise runs, on amd64 CPUs with AVX2 and FMA, in assembly kernels that
-// give bit for bit the same numbers as the pure-Go code used elsewhere (and
-// with the build tag noasm), and is split over goroutines for long tensors.
+// The noise runs, on amd64 CPUs with AVX-512 (Gaussian) or AVX2 and FMA, in
+// assembly kernels that give bit for bit the same numbers as the pure-Go code
+// used elsewhere (and with the build tag noasm or purego), and is split over
+// goroutines for long tensors.
 //
 // All matrices are dense and row-major. Shape mismatches (slices too short,
 // negative sizes) are programmer errors and panic, as in gonum; values such as

@@ -39,10 +39,11 @@ const MaxStreamLen = 1 << 33
 // cut). The CPU code evaluates ln, sin and cos with its own polynomial
 // kernels (logUnit, sinCos2Pi) to within about an ulp of the exact values,
 // using only correctly rounded IEEE-754 operations and explicit FMAs, so its
-// numbers are bit-identical on every platform, with or without the AVX2
-// kernel. The CUDA kernels (kernels/cuda/dpsgd.cu) carry the same polynomials
-// and constants with explicitly rounded operations and give the same float64
-// values bit for bit (cuda's tests check it through the fake driver). Another
+// numbers are bit-identical on every platform and with every kernel (pure
+// Go, AVX2, AVX-512; TestGaussianKernelsAgree). The CUDA kernels
+// (kernels/cuda/dpsgd.cu) carry the same polynomials and constants with
+// explicitly rounded operations and give the same float64 values bit for bit
+// (cuda's tests check it through the fake driver). Another
 // implementation (math.Log and math.Sincos, or CUDA's own log and sincospi)
 // agrees to rounding, not bit for bit: the stream is defined by the uniforms
 // above, and the tests hold the CPU values within 4·10⁻¹⁵·max(1, r) of such a
@@ -131,49 +132,97 @@ const (
 	parGrain = 1 << 12
 )
 
-func gaussian[T Float](dst []T, std float64, key NoiseKey, off uint64, fill bool) {
-	n := uint64(len(dst))
+// checkWindow panics if the window [off, off+n) of a stream exceeds
+// MaxStreamLen.
+func checkWindow(off, n uint64) {
 	if off > MaxStreamLen || n > MaxStreamLen-off {
 		panic(fmt.Sprintf("kernels: noise window [%d, %d) exceeds MaxStreamLen = 2³³", off, off+n))
 	}
-	if n == 0 {
+}
+
+// splitWindow calls f(lo, hi) on pieces [lo, hi) that cover [0, n) of a
+// window that starts at stream index off: once on the calling goroutine for
+// short windows or one core, else concurrently, a few pieces per worker
+// (which balances the load when cores are shared). Piece boundaries fall on
+// even stream indices, so no Philox block is computed twice; the noise does
+// not depend on the boundaries.
+func splitWindow(n, off uint64, f func(lo, hi uint64)) {
+	if serialWindow(n) {
+		f(0, n)
 		return
 	}
-	g := generator{s: key.stream()}
-	g.p = fastParams(&g.s, n/2)
 	workers := runtime.GOMAXPROCS(0)
-	if n < parMin || workers < 2 {
-		gaussRange(dst, std, &g, off, fill)
-		return
-	}
-	// A few pieces per worker balance the load when cores are shared. Piece
-	// boundaries fall on even stream indices so no block is computed twice;
-	// the values do not depend on the boundaries.
 	pieces := min(uint64(4*workers), n/parGrain)
 	per := (n/pieces + 1) &^ 1
 	var wg sync.WaitGroup
-	lo := uint64(0)
-	for lo < n {
+	for lo := uint64(0); lo < n; {
 		hi := min((off+lo+per)&^1-off, n)
-		part, start := dst[lo:hi], off+lo
-		wg.Go(func() { gaussRange(part, std, &g, start, fill) })
+		start := lo
+		wg.Go(func() { f(start, hi) })
 		lo = hi
 	}
 	wg.Wait()
 }
 
-// generator evaluates one stream: the scalar Philox state and, where the
-// AVX2 kernel runs, its broadcast operands (nil otherwise). It is read-only
-// once built, so goroutines share it.
+// serialWindow reports whether splitWindow runs a window of n values on the
+// calling goroutine alone.
+func serialWindow(n uint64) bool {
+	return n < parMin || runtime.GOMAXPROCS(0) < 2
+}
+
+// kernel names an implementation of the stream's normals. They all give the
+// same values bit for bit; bestKernel is the fastest the CPU runs.
+type kernel uint8
+
+const (
+	kernelGo     kernel = iota // pure Go, block by block
+	kernelAVX2                 // amd64 with AVX2 and FMA (gauss_amd64.s)
+	kernelAVX512               // amd64 with AVX-512 F and DQ (gauss_avx512_amd64.s)
+)
+
+func gaussian[T Float](dst []T, std float64, key NoiseKey, off uint64, fill bool) {
+	gaussianWith(bestKernel, dst, std, key, off, fill)
+}
+
+// gaussianWith is gaussian with a given kernel, which must be supported
+// (kernelSupported); the tests run every kernel through it.
+func gaussianWith[T Float](k kernel, dst []T, std float64, key NoiseKey, off uint64, fill bool) {
+	n := uint64(len(dst))
+	checkWindow(off, n)
+	if n == 0 {
+		return
+	}
+	var g generator // on the stack where one goroutine does the work
+	g.s = key.stream()
+	g.useKernel(k, n/2)
+	if serialWindow(n) {
+		gaussRange(dst, std, &g, off, fill)
+		return
+	}
+	shared := g
+	splitWindow(n, off, func(lo, hi uint64) {
+		gaussRange(dst[lo:hi], std, &shared, off+lo, fill)
+	})
+}
+
+// generator evaluates one stream: the scalar Philox state and the broadcast
+// operands of the assembly kernel that runs, if any. It is read-only once
+// built, so goroutines share it.
 type generator struct {
-	s philoxStream
-	p *avxParams
+	s         philoxStream
+	k         kernel     // the kernel of the Gaussian normals (useKernel)
+	p         *avxParams // AVX2 operands (Gaussian, Laplace and ball noise), or nil
+	avx512Ops            // AVX-512 operands (Gaussian noise), where k is kernelAVX512
 }
 
 // normals sets out[2i], out[2i+1] to the normals of block j+i, for
-// len(out)/2 blocks (len(out) is even).
+// len(out)/2 blocks (len(out) is even). The assembly kernels may write
+// further normals of the stream into out's capacity, up to a multiple of 16.
 func (g *generator) normals(out []float64, j uint32) {
-	done := normalsFast(g.p, out, j)
+	done := 0
+	if g.k != kernelGo {
+		done = normalsFast(g, out, j)
+	}
 	j += uint32(done)
 	for i := 2 * done; i < len(out); i += 2 {
 		out[i], out[i+1] = boxMuller(g.s.block(j))
@@ -194,17 +243,18 @@ func gaussRange[T Float](dst []T, std float64, g *generator, off uint64, fill bo
 		skip := int(off & 1) // an odd start uses the second normal of its block
 		m := min(len(dst), bufLen-skip)
 		g.normals(buf[:(skip+m+1)&^1], j)
-		apply(dst[:m], buf[skip:skip+m], std, fill)
+		apply(g.k, dst[:m], buf[skip:skip+m], std, fill)
 		dst = dst[m:]
 		off += uint64(m)
 	}
 }
 
-// apply sets d[i] = T(z[i]) (fill) or T(FMA(std, z[i], float64(d[i]))).
-func apply[T Float](d []T, z []float64, std float64, fill bool) {
+// apply sets d[i] = T(z[i]) (fill) or T(FMA(std, z[i], float64(d[i]))),
+// with the vector instructions of kernel k where there are any.
+func apply[T Float](k kernel, d []T, z []float64, std float64, fill bool) {
 	z = z[:len(d)]
-	k := applyFast(d, z, std, fill)
-	d, z = d[k:], z[k:]
+	done := applyFast(k, d, z, std, fill)
+	d, z = d[done:], z[done:]
 	if fill {
 		for i, v := range z {
 			d[i] = T(v)
@@ -249,7 +299,8 @@ const (
 // s = f/(2+f), ln y = f − f²/2 + s·(f²/2 + R(s²)) (FreeBSD e_log.c, as in
 // Go's math.Log). Every product that feeds a sum is either an explicit FMA
 // or rounded by a conversion, so the result is the same on every platform
-// and equals the AVX2 kernel bit for bit.
+// and equals the assembly kernels bit for bit (the AVX-512 kernel forms
+// −2·ln x from doubled operands, which is exact: gauss_avx512_amd64.go).
 func logUnit(x float64) float64 {
 	bits := math.Float64bits(x)
 	frac := bits & (1<<52 - 1)

@@ -1,10 +1,12 @@
-//go:build !noasm
+//go:build !noasm && !purego
 
 package kernels
 
 import (
 	"math"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 // The AVX2 noise kernels work in three passes over an L1-resident buffer of
@@ -38,34 +40,47 @@ func radiusAVX2(p *avxParams, buf *float64, groups int)
 //go:noescape
 func rotateAVX2(p *avxParams, buf *float64, groups int)
 
-// cpuid executes CPUID with the given leaf and subleaf.
-func cpuid(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)
+// useAVX2 and useAVX512 are set once at package initialization from the
+// CPU's features (golang.org/x/sys/cpu also checks that the OS saves the
+// vector registers) and never change afterwards.
+var (
+	useAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
+)
 
-// xgetbv returns XCR0, the register of the state components the OS saves.
-func xgetbv() (eax, edx uint32)
+// bestKernel is the fastest kernel for the normals on this CPU.
+var bestKernel = func() kernel {
+	switch {
+	case useAVX512:
+		return kernelAVX512
+	case useAVX2:
+		return kernelAVX2
+	}
+	return kernelGo
+}()
 
-// hasAVX2FMA reports whether the CPU has AVX2 and FMA3 and the OS saves the
-// YMM registers.
-func hasAVX2FMA() bool {
-	maxLeaf, _, _, _ := cpuid(0, 0)
-	if maxLeaf < 7 {
-		return false
+// kernelSupported reports whether k runs on this CPU.
+func kernelSupported(k kernel) bool {
+	switch k {
+	case kernelAVX512:
+		return useAVX512
+	case kernelAVX2:
+		return useAVX2
 	}
-	_, _, ecx1, _ := cpuid(1, 0)
-	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
-	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
-		return false
-	}
-	if xcr0, _ := xgetbv(); xcr0&6 != 6 { // XMM and YMM state
-		return false
-	}
-	_, ebx7, _, _ := cpuid(7, 0)
-	return ebx7&(1<<5) != 0
+	return k == kernelGo
 }
 
-// useAVX2 is set once at package initialization from the CPU's features and
-// never changes afterwards.
-var useAVX2 = hasAVX2FMA()
+// useKernel builds the operands of kernel k for a window of the given
+// number of blocks of g's stream.
+func (g *generator) useKernel(k kernel, blocks uint64) {
+	g.k = k
+	switch k {
+	case kernelAVX512:
+		g.q.setStream(&g.s)
+	case kernelAVX2:
+		g.p = fastParams(&g.s, blocks)
+	}
+}
 
 // Slots of avxParams, in units of one 32-byte vector; the #defines in
 // gauss_amd64.s are these indices times 32 (a test checks them).
@@ -200,9 +215,19 @@ func fastParams(s *philoxStream, blocks uint64) *avxParams {
 const avxMinGroups = 4
 
 // normalsFast writes the normals of blocks j, j+1, … to out (two per block)
+// with g's assembly kernel and returns the number of blocks written, which
+// may pass len(out)/2 into out's capacity (normals512).
+func normalsFast(g *generator, out []float64, j uint32) int {
+	if g.k == kernelAVX512 {
+		return normals512(&g.q, out, j)
+	}
+	return normalsAVX2(g.p, out, j)
+}
+
+// normalsAVX2 writes the normals of blocks j, j+1, … to out (two per block)
 // with the AVX2 kernels, for as many whole groups of eight blocks as out
 // holds, and returns the number of blocks written.
-func normalsFast(p *avxParams, out []float64, j uint32) int {
+func normalsAVX2(p *avxParams, out []float64, j uint32) int {
 	pairs := len(out) / 16
 	if p == nil || pairs == 0 {
 		return 0
@@ -230,13 +255,28 @@ func axpyF32AVX2(dst *float32, z *float64, n int, std float64)
 //go:noescape
 func cvtF32AVX2(dst *float32, z *float64, n int)
 
-// applyFast does the first elements of apply with AVX2 and returns how many
-// it did. (Go's scalar CVTSS2SD and CVTSD2SS merge into their destination
-// register, which chains the iterations of the float32 loop; the vector
-// conversions do not.)
-func applyFast[T Float](d []T, z []float64, std float64, fill bool) int {
-	n := len(d) &^ 3
-	if !useAVX2 || n == 0 {
+// applyFast does the first elements of apply with the AVX-512 or AVX2
+// instructions of kernel k and returns how many it did. (Go's scalar
+// CVTSS2SD and CVTSD2SS merge into their destination register, which chains
+// the iterations of the float32 loop; the vector conversions do not.)
+func applyFast[T Float](k kernel, d []T, z []float64, std float64, fill bool) int {
+	n := len(d)
+	if k == kernelAVX512 && n > 0 {
+		zp := unsafe.SliceData(z)
+		switch {
+		case is32[T]() && fill:
+			cvtF32AVX512(unsafe.SliceData(asF32(d)), zp, n)
+		case is32[T]():
+			axpyF32AVX512(unsafe.SliceData(asF32(d)), zp, n, std)
+		case fill:
+			copy(asF64(d), z)
+		default:
+			axpyF64AVX512(unsafe.SliceData(asF64(d)), zp, n, std)
+		}
+		return n
+	}
+	n &^= 3
+	if k != kernelAVX2 || n == 0 {
 		return 0
 	}
 	zp := unsafe.SliceData(z)

@@ -1,4 +1,4 @@
-//go:build !noasm
+//go:build !noasm && !purego
 
 #include "textflag.h"
 
@@ -314,25 +314,6 @@ oloop:
 	VZEROUPPER
 
 odone:
-	RET
-
-// func cpuid(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)
-TEXT ·cpuid(SB), NOSPLIT, $0-24
-	MOVL leaf+0(FP), AX
-	MOVL subleaf+4(FP), CX
-	CPUID
-	MOVL AX, eax+8(FP)
-	MOVL BX, ebx+12(FP)
-	MOVL CX, ecx+16(FP)
-	MOVL DX, edx+20(FP)
-	RET
-
-// func xgetbv() (eax, edx uint32)
-TEXT ·xgetbv(SB), NOSPLIT, $0-8
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, eax+0(FP)
-	MOVL DX, edx+4(FP)
 	RET
 
 // func axpyF64AVX2(dst *float64, z *float64, n int, std float64)

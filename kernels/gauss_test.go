@@ -310,6 +310,86 @@ func TestAddGaussianElementwise(t *testing.T) {
 	t.Run("float32", checkAddElementwise[float32])
 }
 
+// supportedKernels lists the kernels this CPU runs, the pure-Go one first.
+func supportedKernels() []kernel {
+	var ks []kernel
+	for _, k := range []kernel{kernelGo, kernelAVX2, kernelAVX512} {
+		if kernelSupported(k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// kernelNames name the kernels in test messages and benchmarks.
+var kernelNames = map[kernel]string{kernelGo: "go", kernelAVX2: "avx2", kernelAVX512: "avx512"}
+
+// checkKernelsAgree checks that every kernel gives the pure-Go kernel's values
+// bit for bit in the window [off, off+n) of key's stream, through
+// FillGaussianAt's and AddGaussianAt's path, in float64 and float32.
+func checkKernelsAgree(t *testing.T, key NoiseKey, off uint64, n int, std float64) {
+	t.Helper()
+	want := make([]float64, n)
+	gaussianWith(kernelGo, want, 0, key, off, true)
+	base := make([]float32, n)
+	for i := range base {
+		base[i] = float32(i%7) - 3
+	}
+	want32 := slices.Clone(base)
+	gaussianWith(kernelGo, want32, std, key, off, false)
+	for _, k := range supportedKernels()[1:] {
+		got := make([]float64, n)
+		gaussianWith(k, got, 0, key, off, true)
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("%s: key %+v window [%d, %d): value %d is %v, pure Go %v", kernelNames[k], key, off, off+uint64(n), off+uint64(i), got[i], want[i])
+			}
+		}
+		got32 := slices.Clone(base)
+		gaussianWith(k, got32, std, key, off, false)
+		for i := range got32 {
+			if math.Float32bits(got32[i]) != math.Float32bits(want32[i]) {
+				t.Fatalf("%s: key %+v window [%d, %d): float32 Add at %d gives %v, pure Go %v", kernelNames[k], key, off, off+uint64(n), off+uint64(i), got32[i], want32[i])
+			}
+		}
+	}
+}
+
+// Every kernel gives the pure-Go values bit for bit: windows of every
+// length 0…1000 at random even and odd offsets, random keys, windows that
+// end at the end of the stream, and long windows split over goroutines.
+func TestGaussianKernelsAgree(t *testing.T) {
+	if len(supportedKernels()) < 2 {
+		t.Skip("only the pure-Go kernel runs here")
+	}
+	rng := rand.New(rand.NewPCG(61, 62))
+	for n := 0; n <= 1000; n++ {
+		key := NoiseKey{Seed: rng.Uint64(), Step: rng.Uint64(), Tensor: rng.Uint32()}
+		off := rng.Uint64N(1 << 20)
+		if n%5 == 0 {
+			off = MaxStreamLen - uint64(n) - rng.Uint64N(4)
+		}
+		checkKernelsAgree(t, key, off, n, 0.5+rng.Float64())
+	}
+	for _, n := range []int{parMin + 1, 3*parMin + 5, 100003} {
+		key := NoiseKey{Seed: rng.Uint64(), Step: rng.Uint64(), Tensor: rng.Uint32()}
+		checkKernelsAgree(t, key, rng.Uint64N(MaxStreamLen-uint64(n)), n, 1.3)
+	}
+}
+
+// FuzzGaussianKernels checks, for fuzzed keys and windows, that every kernel
+// gives the pure-Go values bit for bit.
+func FuzzGaussianKernels(f *testing.F) {
+	f.Add(uint64(0), uint64(0), uint32(0), uint64(0), uint16(17))
+	f.Add(uint64(1), uint64(2), uint32(3), uint64(MaxStreamLen-5), uint16(5))
+	f.Add(^uint64(0), ^uint64(0), ^uint32(0), uint64(12345), uint16(1000))
+	f.Fuzz(func(t *testing.T, seed, step uint64, tensor uint32, off uint64, n uint16) {
+		size := int(n % 2048)
+		off %= MaxStreamLen - uint64(size) + 1
+		checkKernelsAgree(t, NoiseKey{Seed: seed, Step: step, Tensor: tensor}, off, size, 0.75)
+	})
+}
+
 // The result does not depend on how a tensor is cut into windows, on the
 // number of goroutines that noise the windows concurrently, nor on
 // GOMAXPROCS.

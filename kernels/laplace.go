@@ -3,8 +3,6 @@ package kernels
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 )
 
 // LaplaceMax is the largest magnitude of a value of the unit Laplace stream,
@@ -97,37 +95,6 @@ func AddLaplaceAt[T Float](dst []T, scale float64, key NoiseKey, offset uint64) 
 	})
 }
 
-// checkWindow panics if the window [off, off+n) of a stream exceeds
-// MaxStreamLen.
-func checkWindow(off, n uint64) {
-	if off > MaxStreamLen || n > MaxStreamLen-off {
-		panic(fmt.Sprintf("kernels: noise window [%d, %d) exceeds MaxStreamLen = 2³³", off, off+n))
-	}
-}
-
-// splitWindow calls f(lo, hi) on pieces [lo, hi) that cover [0, n) of a
-// window that starts at stream index off: once on the calling goroutine for
-// short windows or one core, else concurrently, with the same piece sizes as
-// the Gaussian noise. Piece boundaries fall on even stream indices, so no
-// Philox block is computed twice.
-func splitWindow(n, off uint64, f func(lo, hi uint64)) {
-	workers := runtime.GOMAXPROCS(0)
-	if n < parMin || workers < 2 {
-		f(0, n)
-		return
-	}
-	pieces := min(uint64(4*workers), n/parGrain)
-	per := (n/pieces + 1) &^ 1
-	var wg sync.WaitGroup
-	for lo := uint64(0); lo < n; {
-		hi := min((off+lo+per)&^1-off, n)
-		start := lo
-		wg.Go(func() { f(start, hi) })
-		lo = hi
-	}
-	wg.Wait()
-}
-
 // laplaces sets out[2i], out[2i+1] to the unit Laplace values of block j+i,
 // for len(out)/2 blocks (len(out) is even).
 func (g *generator) laplaces(out []float64, j uint32) {
@@ -148,7 +115,7 @@ func laplaceRange[T Float](dst []T, scale float64, g *generator, off uint64) {
 		skip := int(off & 1) // an odd start uses the second value of its block
 		m := min(len(dst), bufLen-skip)
 		g.laplaces(buf[:(skip+m+1)&^1], j)
-		apply(dst[:m], buf[skip:skip+m], scale, false)
+		apply(bestKernel, dst[:m], buf[skip:skip+m], scale, false)
 		dst = dst[m:]
 		off += uint64(m)
 	}

@@ -35,6 +35,38 @@ func BenchmarkNoise(b *testing.B) {
 	}
 }
 
+// BenchmarkGaussianKernels compares, in one run, the kernels of the Gaussian
+// stream (pure Go, AVX2, AVX-512; those the CPU runs) through the path of
+// FillGaussianAt and AddGaussianAt: "serial" windows of 4096 values at
+// varying offsets stay on one goroutine (ns/elem is then per core), windows
+// of 10⁶ values (not for the slow pure-Go kernel) are split over GOMAXPROCS
+// goroutines.
+func BenchmarkGaussianKernels(b *testing.B) {
+	key := NoiseKey{Seed: 1, Step: 2, Tensor: 3}
+	for _, k := range supportedKernels() {
+		for _, n := range []int{parMin / 2, 1e6} {
+			size := "n=" + strconv.Itoa(n)
+			if n < parMin {
+				size = "serial"
+			} else if k == kernelGo {
+				continue
+			}
+			f64, f32 := make([]float64, n), make([]float32, n)
+			run := func(name string, f func(off uint64)) {
+				b.Run(kernelNames[k]+"/"+name+"/"+size, func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						f(uint64(i%1000) * uint64(n+1))
+					}
+					reportPerElem(b, n)
+				})
+			}
+			run("Fill64", func(off uint64) { gaussianWith(k, f64, 0, key, off, true) })
+			run("Add64", func(off uint64) { gaussianWith(k, f64, 1.1, key, off, false) })
+			run("Add32", func(off uint64) { gaussianWith(k, f32, 1.1, key, off, false) })
+		}
+	}
+}
+
 // BenchmarkAddBallMLP is ball noise on the parameter tensors of the
 // MLP 784-256-10 of the step benchmarks (four tensors), as the engine calls it.
 func BenchmarkAddBallMLP(b *testing.B) {
@@ -79,7 +111,7 @@ func addBallScratch[T Float](dsts [][]T, radius float64, key NoiseKey, scratch [
 	d = 0
 	for _, dst := range dsts {
 		zp := z[d : d+len(dst)]
-		splitWindow(uint64(len(dst)), 0, func(lo, hi uint64) { apply(dst[lo:hi], zp[lo:hi], c, false) })
+		splitWindow(uint64(len(dst)), 0, func(lo, hi uint64) { apply(bestKernel, dst[lo:hi], zp[lo:hi], c, false) })
 		d += len(dst)
 	}
 }
