@@ -329,6 +329,7 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	defer blasRestore()
 	cfg.Command = "dpsgd bench samplers " + strings.Join(args, " ")
 	prog := &benchProgress{w: stderr, quiet: quiet, perEpoch: map[string]int{}, epochs: cfg.Engine.Epochs, start: time.Now()}
 	for _, s := range cfg.Samplers {
@@ -473,6 +474,7 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	defer blasRestore()
 	res, err := bench.Step(ctx, bench.StepConfig{Model: f.model, Arch: arch, Dtype: dt, BatchSizes: batches, Device: f.device,
 		PhysicalBatch: f.physBatch, Replicas: f.replicas, MinTime: time.Duration(f.minTime * float64(time.Second)), MinSteps: f.minSteps, Seed: 1})
 	if err != nil {

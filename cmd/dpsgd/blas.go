@@ -10,7 +10,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// blasFlag is the value of --blas: one of fastblas.Names, checked when the flag is parsed.
+// blasFlag is the value of --blas: one of fastblas.Names, checked when the flag is parsed, or
+// "" (the default: DPSGD_BLAS, else auto), so that every value it writes reads back.
 type blasFlag struct{ dst *string }
 
 func (f blasFlag) String() string {
@@ -21,6 +22,10 @@ func (f blasFlag) String() string {
 }
 
 func (f blasFlag) Set(s string) error {
+	if s == "" {
+		*f.dst = ""
+		return nil
+	}
 	n, err := fastblas.ParseName(s)
 	if err != nil {
 		return err
@@ -67,7 +72,7 @@ func blasChoose(flag, env string, threads int, sel blasSelect) (fastblas.Choice,
 // pins the library's threads so that threads × graph replicas ≤ CPU cores (replicas 0: one
 // per GOMAXPROCS, as engine.Config), installs it for the whole process (fastblas.Install),
 // prints auto's note when it falls back to gonum, and returns the description that the JSON
-// reports under "blas".
+// reports under "blas". The caller defers blasRestore.
 func blasSetup(flag string, replicas int, stderr io.Writer) (string, error) {
 	return blasSetupWith(flag, replicas, stderr, fastblas.Select)
 }
@@ -86,3 +91,7 @@ func blasSetupWith(flag string, replicas int, stderr io.Writer, sel blasSelect) 
 	fastblas.Install(c)
 	return c.Describe(), nil
 }
+
+// blasRestore puts gonum's BLAS back when a command that installed another returns, so that
+// one command's choice never outlives it (the tests run many commands in one process).
+func blasRestore() { fastblas.Install(fastblas.Choice{}) }

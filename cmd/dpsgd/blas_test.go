@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/dpsgd/dpsgd/internal/fastblas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/gonum"
+	"gorgonia.org/gorgonia"
 )
 
 // TestBLASChoose: --blas wins over DPSGD_BLAS, auto is the default, and a bad value or a
@@ -94,7 +97,6 @@ func absentLibrary(t *testing.T) fastblas.Name {
 // a bad --blas or DPSGD_BLAS, or an absent library asked for, exits 2 naming the flag or the
 // variable, before any training.
 func TestTrainBLAS(t *testing.T) {
-	defer fastblas.Install(fastblas.Choice{})
 	blasOf := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := runCmd(t, append([]string{"train", "--epochs", "1", "--sigma", "1", "--quiet", "--json"}, args...)...)
@@ -122,6 +124,10 @@ func TestTrainBLAS(t *testing.T) {
 	} else if _, err := fastblas.Open(fastblas.OpenBLAS); err == nil && !strings.HasPrefix(got, "openblas ") {
 		t.Errorf("auto with OpenBLAS installed: blas %q", got)
 	}
+	// The command put gonum's BLAS back when it returned.
+	if blas32.Implementation() != (gonum.Implementation{}) || gorgonia.WhichBLAS() != (gonum.Implementation{}) {
+		t.Errorf("after dpsgd train: blas32 %T, Gorgonia %T; want gonum's", blas32.Implementation(), gorgonia.WhichBLAS())
+	}
 
 	absent := string(absentLibrary(t))
 	for _, c := range []struct {
@@ -144,7 +150,6 @@ func TestTrainBLAS(t *testing.T) {
 
 // TestBenchStepBLAS: dpsgd bench step reports the BLAS in its table and JSON.
 func TestBenchStepBLAS(t *testing.T) {
-	defer fastblas.Install(fastblas.Choice{})
 	code, out, errOut := runCmd(t, "bench", "step", "--dataset", "synthetic", "--model", "logreg", "--batch-sizes", "8",
 		"--min-steps", "1", "--min-time", "0.01", "--device", "cpu", "--blas", "go", "--json")
 	if code != 0 {

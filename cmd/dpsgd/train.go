@@ -497,6 +497,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	defer blasRestore()
 	if err := f.chooseSeed(); err != nil {
 		return err
 	}
