@@ -34,9 +34,9 @@ func init() {
 }
 
 // BenchmarkStepBLAS: DP-SGD steps of the MLP of BenchmarkStep (784-256-10, batch 256) and of
-// the MNIST CNN of BenchmarkStepCNN (physical batch 64, logical 256) on gonum's BLAS and on
-// each installed library (library threads × replicas ≤ cores, fastblas.ThreadsFor), in
-// examples/s. With -count=N the runs interleave (mlp/go, mlp/openblas, …, then again);
+// the MNIST CNN of BenchmarkStepCNN (physical batch 64, logical 256) on gonum's BLAS, on each
+// installed library and on auto's choice (library threads × replicas ≤ cores,
+// fastblas.ThreadsFor), in examples/s. With -count=N the runs interleave (mlp/go, mlp/openblas, …, then again);
 // `make bench-blas` runs it so (docs/benchmarks.md).
 func BenchmarkStepBLAS(b *testing.B) {
 	defer fastblas.Install(fastblas.Choice{})
@@ -51,11 +51,14 @@ func BenchmarkStepBLAS(b *testing.B) {
 		{"mlp", mlp, 256, randomDataset(mlp, 4096, 1)},
 		{"cnn", cnn, 64, randomDataset(cnn, 2048, 1)},
 	} {
-		for _, n := range append([]fastblas.Name{fastblas.Go}, fastblas.Libraries()...) {
+		for _, n := range append(append([]fastblas.Name{fastblas.Go}, fastblas.Libraries()...), fastblas.Auto) {
 			b.Run(m.name+"/"+string(n), func(b *testing.B) {
 				c, err := fastblas.Select(n, fastblas.ThreadsFor(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 				if errors.Is(err, fastblas.ErrNotInstalled) {
 					b.Skipf("%s is not installed: %v", n, err)
+				}
+				if c.Note != "" {
+					b.Skip(c.Note)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -17,7 +17,7 @@ func openOrSkip(t testing.TB, n Name) *Library {
 	t.Helper()
 	lib, err := Open(n)
 	if errors.Is(err, ErrNotInstalled) {
-		t.Skipf("%s is not installed (install %s to run this test): %v", n, Package(n), err)
+		t.Skipf("%s is not installed: %v", n, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -276,10 +276,23 @@ func TestGemmPanicsLikeGonum(t *testing.T) {
 // (physical batches of 64 and 256 rows, MNIST's 784 inputs, a convolution's patch matrix),
 // with 1 and 2 library threads.
 func TestGraphRowIndependence(t *testing.T) {
+	t.Run("auto", func(t *testing.T) {
+		c, err := Select(Auto, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Impl.Library() == nil {
+			t.Skipf("no library installed: %s", c.Note)
+		}
+		t.Logf("%s", c.Describe())
+		rng := rand.New(rand.NewPCG(9, 10))
+		checkRows(t, rng, 1, c.Graph.Sgemm)
+		checkRows(t, rng, 1, c.Graph.Dgemm)
+	})
 	eachLibrary(t, func(t *testing.T, lib *Library) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, threads := range []int{1, 2} {
-			c := choose(lib, threads)
+			c := choose([]*Library{lib}, threads)
 			t.Logf("%d threads: %s", threads, c.Describe())
 			checkRows(t, rng, threads, c.Graph.Sgemm)
 			checkRows(t, rng, threads, c.Graph.Dgemm)

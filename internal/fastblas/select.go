@@ -19,36 +19,44 @@ type Choice struct {
 	// Impl computes every product (kernels.Gemm: the clipped sums, the convolutions'
 	// per-example gradients); its Library is nil for gonum's BLAS.
 	Impl Implementation
-	// Graph computes the training graphs' products (Gorgonia): Impl where the library keeps
-	// each row of a product a function of its own row (see rowsIndependent), gonum's elsewhere.
+	// Graph computes the training graphs' products (Gorgonia). They need each row of a product
+	// to be a function of its own row alone (see rowsIndependent): Graph is Impl where its
+	// library passes that probe, else (Auto) another installed library that passes it for
+	// both precisions, else Impl's library for the precision that passes and gonum's for the
+	// other.
 	Graph Implementation
 	// Note is set when Auto found no usable library: one line saying so and why.
 	Note string
 }
 
 // Describe is the choice in one phrase: GoDescription, or the library's Describe and, when
-// the graphs' products stay on gonum, which.
+// the graphs' products run elsewhere, where.
 func (c Choice) Describe() string {
-	if c.Impl.lib == nil {
+	lib := c.Impl.lib
+	if lib == nil {
 		return GoDescription
 	}
-	s := c.Impl.lib.Describe()
+	s := lib.Describe()
+	why := fmt.Sprintf(" (%s's rows depend on their position)", lib.name)
 	switch g := c.Graph; {
+	case g.lib != lib && g.lib != nil:
+		s += "; graph products on " + g.lib.Describe() + why
 	case !g.s32 && !g.d64:
-		s += "; graph products on gonum (the library's rows depend on their position)"
+		s += "; graph products on gonum" + why
 	case !g.s32:
-		s += "; float32 graph products on gonum (the library's rows depend on their position)"
+		s += "; float32 graph products on gonum" + why
 	case !g.d64:
-		s += "; float64 graph products on gonum (the library's rows depend on their position)"
+		s += "; float64 graph products on gonum" + why
 	}
 	return s
 }
 
 // Select loads the BLAS that n names and sets its thread count (see ThreadsFor). Go is
 // gonum's; a library that cannot be loaded is an error (wrapping ErrNotInstalled when it is
-// absent); Auto takes the first library of Libraries that loads, and otherwise gonum's with a
-// Note: that no library is installed (and which package to install), or why the ones found
-// cannot be used.
+// absent); Auto loads every library of Libraries that is installed and takes the first for
+// Impl and the first whose rows are position-independent for Graph (choose), and with none
+// installed gonum's, with a Note: that no library is installed (and which package to install),
+// or why the ones found cannot be used.
 func Select(n Name, threads int) (Choice, error) {
 	return selectWith(n, threads, Open)
 }
@@ -63,20 +71,26 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error)) (Choice,
 		if err != nil {
 			return Choice{}, err
 		}
-		return choose(lib, threads), nil
+		return choose([]*Library{lib}, threads), nil
 	case Auto:
 	default:
 		return Choice{}, fmt.Errorf("fastblas: BLAS %q: want %s", n, NamesText())
 	}
-	var broken []string
+	var (
+		libs   []*Library
+		broken []string
+	)
 	for _, l := range Libraries() {
 		lib, err := open(l)
-		if err == nil {
-			return choose(lib, threads), nil
-		}
-		if !errors.Is(err, ErrNotInstalled) {
+		switch {
+		case err == nil:
+			libs = append(libs, lib)
+		case !errors.Is(err, ErrNotInstalled):
 			broken = append(broken, err.Error())
 		}
+	}
+	if len(libs) > 0 {
+		return choose(libs, threads), nil
 	}
 	if len(broken) > 0 {
 		return Choice{Note: fmt.Sprintf("BLAS: %s, as no library found is usable (%s)", GoDescription, strings.Join(broken, "; "))}, nil
@@ -84,13 +98,27 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error)) (Choice,
 	return Choice{Note: fmt.Sprintf("BLAS: %s; install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, Package(OpenBLAS))}, nil
 }
 
-// choose sets lib's threads and probes which of its products the graphs may use.
-func choose(lib *Library, threads int) Choice {
-	lib.SetThreads(threads)
-	im := lib.Implementation()
-	g := im
-	g.s32, g.d64 = rowsIndependent(im)
-	return Choice{Impl: im, Graph: g}
+// choose sets the libraries' threads; Impl is libs[0]'s, and Graph the first library whose
+// float32 and float64 rows are both position-independent, else libs[0] for the precisions
+// whose rows are and gonum's for the others.
+func choose(libs []*Library, threads int) Choice {
+	for _, l := range libs {
+		l.SetThreads(threads)
+	}
+	im := libs[0].Implementation()
+	c := Choice{Impl: im, Graph: im}
+	c.Graph.s32, c.Graph.d64 = rowsIndependent(im)
+	if c.Graph.s32 && c.Graph.d64 {
+		return c
+	}
+	for _, l := range libs[1:] {
+		g := l.Implementation()
+		if s, d := rowsIndependent(g); s && d {
+			c.Graph = g
+			break
+		}
+	}
+	return c
 }
 
 // Install makes c.Impl the BLAS of gonum's blas32 and blas64 packages (kernels.Gemm) and

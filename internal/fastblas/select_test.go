@@ -3,6 +3,7 @@ package fastblas
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -122,9 +123,33 @@ func fakeLibrary(name Name, version string, threads int) *Library {
 	}
 }
 
+// positionDependent makes lib's products round every odd row differently (its last bit
+// flipped), as a library whose results depend on the row's position would.
+func positionDependent(lib *Library) *Library {
+	s, d := lib.sgemm, lib.dgemm
+	lib.sgemm = func(order, tA, tB, m, n, k int32, alpha float32, a []float32, lda int32, b []float32, ldb int32, beta float32, c []float32, ldc int32) {
+		s(order, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		for i := int32(1); i < m; i += 2 {
+			for j := range n {
+				c[i*ldc+j] = math.Float32frombits(math.Float32bits(c[i*ldc+j]) ^ 1)
+			}
+		}
+	}
+	lib.dgemm = func(order, tA, tB, m, n, k int32, alpha float64, a []float64, lda int32, b []float64, ldb int32, beta float64, c []float64, ldc int32) {
+		d(order, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		for i := int32(1); i < m; i += 2 {
+			for j := range n {
+				c[i*ldc+j] = math.Float64frombits(math.Float64bits(c[i*ldc+j]) ^ 1)
+			}
+		}
+	}
+	return lib
+}
+
 // TestSelect: go is gonum's; a named library that does not load is an error (the loader's);
-// auto takes the first library that loads, else gonum with a note that says why: which
-// package to install when none is there, the loader's error when one is there but unusable.
+// auto takes the first library that loads for the sums and the first whose rows are
+// position-independent for the graphs, else gonum with a note that says why: which package to
+// install when none is there, the loader's error when one is there but unusable.
 func TestSelect(t *testing.T) {
 	notInstalled := func(n Name) (*Library, error) {
 		return nil, fmt.Errorf("%s: %w: gone", n, ErrNotInstalled)
@@ -167,12 +192,33 @@ func TestSelect(t *testing.T) {
 		t.Errorf("auto, one broken: %+v, %v", c, err)
 	}
 
+	// Both there, OpenBLAS's rows position-dependent: OpenBLAS for the sums, BLIS for the graphs.
+	both := func(n Name) (*Library, error) {
+		switch n {
+		case OpenBLAS:
+			return positionDependent(fakeLibrary(OpenBLAS, "0.3.21", 1)), nil
+		case BLIS:
+			return fakeLibrary(BLIS, "0.9.0", 1), nil
+		}
+		return notInstalled(n)
+	}
+	c, err = selectWith(Auto, 1, both)
+	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.Library().Name() != BLIS ||
+		c.Describe() != "openblas 0.3.21, 1 thread; graph products on blis 0.9.0, 1 thread (openblas's rows depend on their position)" {
+		t.Errorf("auto, OpenBLAS and BLIS: %q, %v", c.Describe(), err)
+	}
+	// OpenBLAS named: its sums, gonum's graphs.
+	c, err = selectWith(OpenBLAS, 1, both)
+	if err != nil || c.Graph.Library() != c.Impl.Library() || c.Graph.s32 || c.Graph.d64 {
+		t.Errorf("openblas named, position-dependent: %q, %v", c.Describe(), err)
+	}
+
 	c, err = selectWith(Auto, 1, blisOnly)
 	if err != nil || c.Impl.Library() == nil || c.Impl.Library().Name() != BLIS || c.Note != "" {
 		t.Errorf("auto, BLIS there: %+v, %v", c, err)
 	}
-	if len(opened) != 2 || opened[0] != OpenBLAS || opened[1] != BLIS {
-		t.Errorf("auto tried %v, want [openblas blis]", opened)
+	if len(opened) != 3 || opened[0] != OpenBLAS || opened[1] != BLIS || opened[2] != MKL {
+		t.Errorf("auto tried %v, want [openblas blis mkl]", opened)
 	}
 	// The fake computes with gonum: its rows are independent, so the graphs use it too.
 	if c.Graph != c.Impl || c.Describe() != "blis 0.9.0, 1 thread" {
@@ -189,9 +235,9 @@ func TestDescribe(t *testing.T) {
 		want     string
 	}{
 		{true, true, "openblas 0.3.21 (Haswell, pthreads), 2 threads"},
-		{false, false, "openblas 0.3.21 (Haswell, pthreads), 2 threads; graph products on gonum (the library's rows depend on their position)"},
-		{false, true, "openblas 0.3.21 (Haswell, pthreads), 2 threads; float32 graph products on gonum (the library's rows depend on their position)"},
-		{true, false, "openblas 0.3.21 (Haswell, pthreads), 2 threads; float64 graph products on gonum (the library's rows depend on their position)"},
+		{false, false, "openblas 0.3.21 (Haswell, pthreads), 2 threads; graph products on gonum (openblas's rows depend on their position)"},
+		{false, true, "openblas 0.3.21 (Haswell, pthreads), 2 threads; float32 graph products on gonum (openblas's rows depend on their position)"},
+		{true, false, "openblas 0.3.21 (Haswell, pthreads), 2 threads; float64 graph products on gonum (openblas's rows depend on their position)"},
 	} {
 		g := im
 		g.s32, g.d64 = c.s32, c.d64
