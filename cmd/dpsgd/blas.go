@@ -39,8 +39,8 @@ func (blasFlag) Type() string { return "string" }
 // addBLASFlag registers --blas on fs; *dst is "" until the flag is given.
 func addBLASFlag(fs *pflag.FlagSet, dst *string) {
 	fs.Var(blasFlag{dst}, "blas", "CPU BLAS for the matrix products: "+fastblas.NamesText()+
-		"; auto takes OpenBLAS, BLIS or MKL when one is installed, else gonum's pure Go (default: $"+
-		fastblas.EnvVar+", else auto; docs/benchmarks.md)")
+		"; auto uses the libraries installed (OpenBLAS, BLIS, MKL), else gonum's pure Go; a library runs "+
+		"⌊cores / replicas⌋ threads (default: $"+fastblas.EnvVar+", else auto; docs/benchmarks.md)")
 }
 
 // blasSelect loads a BLAS: fastblas.Select, or a stand-in in tests.

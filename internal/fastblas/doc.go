@@ -14,9 +14,17 @@
 // in B add nothing there, while the libraries compute them (NaN). The engine never relies on
 // either: the clipped sums leave out non-finite rows before their GEMM (kernels.ClippedSum).
 //
-// Install makes an implementation the one that gonum's blas32 and blas64 packages and Gorgonia
-// (gorgonia.Use, which also sets gorgonia.org/tensor's) use; it is process-wide, as the
-// libraries' thread pools are, and is meant to be called once before any computation starts.
-// The command chooses with --blas or DPSGD_BLAS (Select); its threads are pinned so that
+// The training graphs' products need more than accuracy: each row of a product must come out
+// the same, bit for bit, wherever it sits in the batch, so that one record cannot move another
+// record's activations, errors or clip coefficient (engine/nn's xentOp documentation). A probe
+// checks that when a library loads (rowsIndependent); a library that fails it (OpenBLAS 0.3.21)
+// computes only kernels.Gemm's products (the clipped sums, whose rounding bound holds in any
+// order of summation, and the convolutions' per-example gradients, one call per example), and
+// the graphs keep gonum's. Auto prefers a library that passes (BLIS).
+//
+// Install makes a Choice the BLAS of gonum's blas32 and blas64 packages (kernels.Gemm) and of
+// Gorgonia (gorgonia.Use, which also sets gorgonia.org/tensor's); it is process-wide, as the
+// libraries' thread pools are, and is meant to be called before any computation starts. The
+// command chooses with --blas or DPSGD_BLAS (Select); the library's threads are pinned so that
 // library threads × graph replicas ≤ CPU cores (ThreadsFor).
 package fastblas

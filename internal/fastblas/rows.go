@@ -16,8 +16,7 @@ import (
 // gonum's products have it by construction. Of the libraries, BLIS 0.9 passes (it computes
 // every tile with one micro-kernel on zero-padded panels); OpenBLAS 0.3.21 on Haswell does not
 // (rows at some positions round differently, in float32 and float64), so its products serve
-// the clipped sums, and the graphs run on BLIS when it is installed too, else on gonum
-// (Choice.Graph).
+// the clipped sums only and the graphs stay on gonum's (Choice.Graph), and Auto prefers BLIS.
 // The probe covers the edge tiles of the libraries' blocking (sizes that are not multiples of
 // any register block) and both layouts of B; it runs in well under a millisecond.
 func rowsIndependent(im Implementation) (s32, d64 bool) {

@@ -20,17 +20,15 @@ type Choice struct {
 	// per-example gradients); its Library is nil for gonum's BLAS.
 	Impl Implementation
 	// Graph computes the training graphs' products (Gorgonia). They need each row of a product
-	// to be a function of its own row alone (see rowsIndependent): Graph is Impl where its
-	// library passes that probe, else (Auto) another installed library that passes it for
-	// both precisions, else Impl's library for the precision that passes and gonum's for the
-	// other.
+	// to be a function of its own row alone (see rowsIndependent): Graph is Impl for the
+	// precisions whose rows pass that probe, gonum's for the others.
 	Graph Implementation
 	// Note is set when Auto found no usable library: one line saying so and why.
 	Note string
 }
 
 // Describe is the choice in one phrase: GoDescription, or the library's Describe and, when
-// the graphs' products run elsewhere, where.
+// the graphs' products stay on gonum, which.
 func (c Choice) Describe() string {
 	lib := c.Impl.lib
 	if lib == nil {
@@ -39,8 +37,6 @@ func (c Choice) Describe() string {
 	s := lib.Describe()
 	why := fmt.Sprintf(" (%s's rows depend on their position)", lib.name)
 	switch g := c.Graph; {
-	case g.lib != lib && g.lib != nil:
-		s += "; graph products on " + g.lib.Describe() + why
 	case !g.s32 && !g.d64:
 		s += "; graph products on gonum" + why
 	case !g.s32:
@@ -53,10 +49,10 @@ func (c Choice) Describe() string {
 
 // Select loads the BLAS that n names and sets its thread count (see ThreadsFor). Go is
 // gonum's; a library that cannot be loaded is an error (wrapping ErrNotInstalled when it is
-// absent); Auto loads every library of Libraries that is installed and takes the first for
-// Impl and the first whose rows are position-independent for Graph (choose), and with none
-// installed gonum's, with a Note: that no library is installed (and which package to install),
-// or why the ones found cannot be used.
+// absent); Auto loads every library of Libraries that is installed and takes the first whose
+// rows are position-independent, else the first (choose), and with none installed gonum's,
+// with a Note: that no library is installed (and which package to install), or why the ones
+// found cannot be used.
 func Select(n Name, threads int) (Choice, error) {
 	return selectWith(n, threads, Open)
 }
@@ -95,30 +91,29 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error)) (Choice,
 	if len(broken) > 0 {
 		return Choice{Note: fmt.Sprintf("BLAS: %s, as no library found is usable (%s)", GoDescription, strings.Join(broken, "; "))}, nil
 	}
-	return Choice{Note: fmt.Sprintf("BLAS: %s; install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, Package(OpenBLAS))}, nil
+	return Choice{Note: fmt.Sprintf("BLAS: %s; install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, Package(BLIS))}, nil
 }
 
-// choose sets the libraries' threads; Impl is libs[0]'s, and Graph the first library whose
-// float32 and float64 rows are both position-independent, else libs[0] for the precisions
-// whose rows are and gonum's for the others.
+// choose sets the libraries' threads and takes the first library whose float32 and float64
+// rows are both position-independent, for everything; failing that, libs[0] for the sums and
+// for the graphs' products of the precisions whose rows are, gonum's for the others. (Sums on
+// one library and graphs on another were measured too, and were not faster:
+// docs/benchmarks.md.)
 func choose(libs []*Library, threads int) Choice {
-	for _, l := range libs {
+	var first Choice
+	for i, l := range libs {
 		l.SetThreads(threads)
-	}
-	im := libs[0].Implementation()
-	c := Choice{Impl: im, Graph: im}
-	c.Graph.s32, c.Graph.d64 = rowsIndependent(im)
-	if c.Graph.s32 && c.Graph.d64 {
-		return c
-	}
-	for _, l := range libs[1:] {
-		g := l.Implementation()
-		if s, d := rowsIndependent(g); s && d {
-			c.Graph = g
-			break
+		im := l.Implementation()
+		c := Choice{Impl: im, Graph: im}
+		c.Graph.s32, c.Graph.d64 = rowsIndependent(im)
+		if c.Graph.s32 && c.Graph.d64 {
+			return c
+		}
+		if i == 0 {
+			first = c
 		}
 	}
-	return c
+	return first
 }
 
 // Install makes c.Impl the BLAS of gonum's blas32 and blas64 packages (kernels.Gemm) and

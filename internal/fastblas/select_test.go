@@ -147,9 +147,9 @@ func positionDependent(lib *Library) *Library {
 }
 
 // TestSelect: go is gonum's; a named library that does not load is an error (the loader's);
-// auto takes the first library that loads for the sums and the first whose rows are
-// position-independent for the graphs, else gonum with a note that says why: which package to
-// install when none is there, the loader's error when one is there but unusable.
+// auto takes the first library whose rows are position-independent, else the first that loads
+// (its sums, gonum's graphs), else gonum with a note that says why: which package to install
+// when none is there, the loader's error when one is there but unusable.
 func TestSelect(t *testing.T) {
 	notInstalled := func(n Name) (*Library, error) {
 		return nil, fmt.Errorf("%s: %w: gone", n, ErrNotInstalled)
@@ -184,7 +184,7 @@ func TestSelect(t *testing.T) {
 	}
 
 	c, err = selectWith(Auto, 1, notInstalled)
-	if err != nil || c.Impl.Library() != nil || !strings.Contains(c.Note, "libopenblas0") || strings.Contains(c.Note, "\n") {
+	if err != nil || c.Impl.Library() != nil || !strings.Contains(c.Note, "libblis4") || strings.Contains(c.Note, "\n") {
 		t.Errorf("auto, none installed: %+v, %v", c, err)
 	}
 	c, err = selectWith(Auto, 1, broken)
@@ -192,7 +192,7 @@ func TestSelect(t *testing.T) {
 		t.Errorf("auto, one broken: %+v, %v", c, err)
 	}
 
-	// Both there, OpenBLAS's rows position-dependent: OpenBLAS for the sums, BLIS for the graphs.
+	// Both there, OpenBLAS's rows position-dependent: BLIS for everything.
 	both := func(n Name) (*Library, error) {
 		switch n {
 		case OpenBLAS:
@@ -203,9 +203,20 @@ func TestSelect(t *testing.T) {
 		return notInstalled(n)
 	}
 	c, err = selectWith(Auto, 1, both)
-	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.Library().Name() != BLIS ||
-		c.Describe() != "openblas 0.3.21, 1 thread; graph products on blis 0.9.0, 1 thread (openblas's rows depend on their position)" {
+	if err != nil || c.Impl.Library().Name() != BLIS || c.Graph != c.Impl || c.Describe() != "blis 0.9.0, 1 thread" {
 		t.Errorf("auto, OpenBLAS and BLIS: %q, %v", c.Describe(), err)
+	}
+	// OpenBLAS alone: its sums, gonum's graphs.
+	openBLASOnly := func(n Name) (*Library, error) {
+		if n == OpenBLAS {
+			return both(n)
+		}
+		return notInstalled(n)
+	}
+	c, err = selectWith(Auto, 1, openBLASOnly)
+	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.s32 || c.Graph.d64 ||
+		c.Describe() != "openblas 0.3.21, 1 thread; graph products on gonum (openblas's rows depend on their position)" {
+		t.Errorf("auto, OpenBLAS alone: %q, %v", c.Describe(), err)
 	}
 	// OpenBLAS named: its sums, gonum's graphs.
 	c, err = selectWith(OpenBLAS, 1, both)
