@@ -10,7 +10,7 @@ SHARED    ?= ../shared/datasets
 FUZZTIME  ?= 50000x
 STATICCHECK_VERSION := v0.7.0
 
-.PHONY: all build run test test-short vet lint fuzz bench bench-step mnist-cnn mnist-mlp adult clean
+.PHONY: all build run test test-short vet lint fuzz bench bench-step bench-blas mnist-cnn mnist-mlp adult clean
 
 all: build
 
@@ -56,6 +56,23 @@ bench:
 # DP step against non-private step, MLP 784-256-10, batch 256 (the ratio in docs/benchmarks.md).
 bench-step:
 	$(GO) test -run='^$$' -bench='Step' -benchtime=3s -count=3 ./engine
+
+# The optional CPU BLAS (internal/fastblas): SGEMM 1024³ and the MLP and CNN DP steps on gonum's
+# pure Go and on each installed library (OpenBLAS, BLIS, MKL), with PyTorch's SGEMM on 2 threads
+# when $(PYTHON) has torch, interleaved over BLAS_ROUNDS rounds in one run (docs/benchmarks.md).
+# Needs none of them: an absent library or torch is skipped with a line saying so.
+PYTHON     ?= python3
+BLAS_ROUNDS ?= 3
+TORCH_SGEMM := import time, torch; torch.set_num_threads(2); a = torch.randn(1024, 1024); b = torch.randn(1024, 1024); [a @ b for _ in range(3)]; n = 20; t = time.perf_counter(); [a @ b for _ in range(n)]; d = (time.perf_counter() - t) / n; print(f"torch {torch.__version__} SGEMM 1024, {torch.get_num_threads()} threads: {2 * 1024**3 / d / 1e9:.1f} GFLOP/s")
+bench-blas:
+	$(GO) test -c -o bin/fastblas.test ./internal/fastblas
+	$(GO) test -c -o bin/engine.test ./engine
+	@for i in $$(seq $(BLAS_ROUNDS)); do \
+	  echo "round $$i"; \
+	  ./bin/fastblas.test -test.run='^$$' -test.bench=Sgemm1024 -test.benchtime=10x | grep -E '^Benchmark|_test.go'; \
+	  ./bin/engine.test -test.run='^$$' -test.bench=StepBLAS -test.benchtime=20x | grep -E '^Benchmark|_test.go'; \
+	  $(PYTHON) -c '$(TORCH_SGEMM)' 2>/dev/null || echo "torch: not importable by $(PYTHON)"; \
+	done
 
 # The measured runs of docs/benchmarks.md (real data from $(SHARED)).
 mnist-cnn: build

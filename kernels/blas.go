@@ -4,7 +4,8 @@ import (
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // Float is the element type of model tensors.
@@ -47,17 +48,18 @@ func transpose(t bool) blas.Transpose {
 //
 // for row-major matrices, where op(X) = Xᵀ when the corresponding flag tA or
 // tB is true and X otherwise; op(A) is m×k, op(B) is k×n and C is m×n, with
-// row strides lda, ldb and ldc. It dispatches to gonum's pure-Go
-// blas/gonum Implementation (Dgemm for float64 element types, Sgemm for
-// float32), which parallelizes large products over goroutines.
+// row strides lda, ldb and ldc. It dispatches to the BLAS installed in gonum's
+// blas32 and blas64 packages (Sgemm for float32 element types, Dgemm for
+// float64): gonum's pure-Go one, which parallelizes large products over
+// goroutines, unless the command installed a library (internal/fastblas).
 //
 // Bad shapes or strides panic with gonum's BLAS messages. As in BLAS, when
-// β = 0 the prior contents of C are not read, and NaN in A or B propagate.
+// β = 0 the prior contents of C are not read, and NaN in A or B propagate
+// (except that gonum skips the terms of a zero element of A).
 func Gemm[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	var impl gonum.Implementation
 	if is32[T]() {
-		impl.Sgemm(transpose(tA), transpose(tB), m, n, k, float32(alpha), asF32(a), lda, asF32(b), ldb, float32(beta), asF32(c), ldc)
+		blas32.Implementation().Sgemm(transpose(tA), transpose(tB), m, n, k, float32(alpha), asF32(a), lda, asF32(b), ldb, float32(beta), asF32(c), ldc)
 		return
 	}
-	impl.Dgemm(transpose(tA), transpose(tB), m, n, k, float64(alpha), asF64(a), lda, asF64(b), ldb, float64(beta), asF64(c), ldc)
+	blas64.Implementation().Dgemm(transpose(tA), transpose(tB), m, n, k, float64(alpha), asF64(a), lda, asF64(b), ldb, float64(beta), asF64(c), ldc)
 }

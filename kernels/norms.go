@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -321,8 +322,8 @@ func clipScaleRow64(dst, src []float64, c float64) {
 //
 // Rows with cᵢ == 0 contribute exactly 0 even when their row of E or of A
 // holds NaN or ±Inf. (A non-finite row of A would survive a zero row of
-// scratch in the GEMM, since 0·NaN = NaN; in that rare case the GEMM is split
-// into the runs of rows between such rows, giving the same sum.)
+// scratch in the GEMM, since 0·NaN = NaN; in that rare case the GEMM reads a
+// copy of A with that row zeroed, giving the same sum.)
 func ClippedSum[T Float](dstW, dstB []T, a, e []T, b, d, h int, c []float64, scratch []T) {
 	checkClippedSumLens(len(dstW), len(dstB), len(a), len(e), len(c), len(scratch), b, d, h)
 	s := scratch[:b*h]
@@ -409,38 +410,22 @@ func sumScaled[D Float](dstW, dstB []D, a, s []D, b, d, h int, c []float64) {
 	if d == 0 || h == 0 {
 		return
 	}
-	w := dstW[:d*h]
-	// Find rows that are dropped (c = 0) and whose activations are not all
-	// finite; only those can poison the single GEMM.
-	lo, first := 0, true
+	// A dropped row (cᵢ = 0) whose activations are not all finite would poison the GEMM
+	// (0·NaN = NaN): it is replaced by zeros in a copy of A. Every dropped row then adds
+	// products that are exactly ±0, whatever its values, so the sum is the one the same GEMM
+	// gives with that row finite (equal, up to the sign of a zero, in whatever order the BLAS
+	// adds: kernels.Gemm may run on a library, internal/fastblas).
+	src := a
 	for i := range b {
 		if c[i] != 0 || allFinite(a[i*d:(i+1)*d]) {
 			continue
 		}
-		if i > lo {
-			gemmRows(first, w, a, s, lo, i, d, h)
-			first = false
+		if &src[0] == &a[0] {
+			src = slices.Clone(a[:b*d])
 		}
-		lo = i + 1
+		clear(src[i*d : (i+1)*d])
 	}
-	if lo < b || first {
-		gemmRows(first, w, a, s, lo, b, d, h)
-	}
-}
-
-// gemmRows sets (first) or adds to w the product A[lo:hi]ᵀ·S[lo:hi].
-func gemmRows[T Float](first bool, w, a, s []T, lo, hi, d, h int) {
-	beta := T(1)
-	if first {
-		beta = 0
-	}
-	if hi == lo {
-		if first {
-			clear(w)
-		}
-		return
-	}
-	Gemm(true, false, d, h, hi-lo, 1, a[lo*d:hi*d], d, s[lo*h:hi*h], h, beta, w, h)
+	Gemm(true, false, d, h, b, 1, src, d, s, h, 0, dstW[:d*h], h)
 }
 
 // allFinite reports whether every element of x is finite.

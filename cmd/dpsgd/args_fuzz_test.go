@@ -47,6 +47,9 @@ func FuzzCommandLines(f *testing.F) {
 		"---x",
 		"--epochs\n--help",
 		"--steps=9007199254740993",
+		"--blas\nnonsense",
+		"--blas=go",
+		"--blas",
 		"",
 	} {
 		f.Add(s)

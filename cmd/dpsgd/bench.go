@@ -52,6 +52,7 @@ type benchSamplerFlags struct {
 	epochs, batch, physBatch, seeds, privEpochs, replicas int
 	lr, clip, delta, sigma                                float64
 	quick, quiet, jsonOut                                 bool
+	blas                                                  string // --blas ("": DPSGD_BLAS, else auto)
 	set                                                   map[string]bool
 }
 
@@ -79,6 +80,7 @@ func parseBenchSamplerFlags(args []string, stdout io.Writer) (*benchSamplerFlags
 	fs.Var(countFlag{&f.batch, 1}, "batch-size", "expected batch size (default: mnist 2048, adult 512, synthetic 256; --quick 200)")
 	fs.Var(countFlag{&f.physBatch, 1}, "physical-batch", "rows of the compiled graph (default 256)")
 	fs.Var(countFlag{&f.replicas, 0}, "replicas", "graph replicas run in parallel (default: one per CPU)")
+	addBLASFlag(fs, &f.blas)
 	fs.Var(realFlag{&f.lr}, "lr", "learning rate > 0 (default: the dpsgd train preset of the dataset and model)")
 	fs.Var(realFlag{&f.clip}, "clip", "per-example clip norm C > 0 (default 1)")
 	fs.StringVar(&f.targets, "targets", "1,3,8", "target ε values, comma-separated, each > 0 (--quick default: 1,8)")
@@ -303,6 +305,7 @@ type benchSummary struct {
 	Model   string       `json:"model"`
 	Seconds float64      `json:"seconds"`
 	Cells   []bench.Cell `json:"cells"`
+	BLAS    string       `json:"blas"` // the CPU BLAS the runs used
 }
 
 func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -322,6 +325,11 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := bench.CheckWritable(f.out); err != nil {
 		return usagef("--out %q: %v", f.out, err)
 	}
+	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	if err != nil {
+		return err
+	}
+	defer blasRestore()
 	cfg.Command = "dpsgd bench samplers " + strings.Join(args, " ")
 	prog := &benchProgress{w: stderr, quiet: quiet, perEpoch: map[string]int{}, epochs: cfg.Engine.Epochs, start: time.Now()}
 	for _, s := range cfg.Samplers {
@@ -347,7 +355,7 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(f.out, bench.ReportFile))
 	}
 	if f.jsonOut {
-		return printJSON(stdout, benchSummary{Out: f.out, Files: bench.ReportFiles(), Dataset: res.Dataset, Model: res.Model, Seconds: res.Seconds, Cells: res.Cells})
+		return printJSON(stdout, benchSummary{Out: f.out, Files: bench.ReportFiles(), Dataset: res.Dataset, Model: res.Model, Seconds: res.Seconds, Cells: res.Cells, BLAS: blasDesc})
 	}
 	return nil
 }
@@ -382,6 +390,7 @@ type benchStepFlags struct {
 	physBatch, replicas, minSteps                       int
 	minTime                                             float64
 	float64, jsonOut, quiet                             bool
+	blas                                                string // --blas ("": DPSGD_BLAS, else auto)
 }
 
 func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -395,6 +404,7 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.device, "device", "auto", "cpu, auto (the CPU, and the GPU too when there is one) or cuda (the GPU only; dense float32 models)")
 	fs.Var(countFlag{&f.physBatch, 0}, "physical-batch", "rows of the compiled graph (0: min(256, batch))")
 	fs.Var(countFlag{&f.replicas, 0}, "replicas", "graph replicas run in parallel (0: one per CPU)")
+	addBLASFlag(fs, &f.blas)
 	fs.Var(countFlag{&f.minSteps, 1}, "min-steps", "at least this many measured steps per mode (default 5)")
 	fs.Var(realFlag{&f.minTime}, "min-time", "seconds of measurement per mode and batch size, in (0, 600] (default 1)")
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64")
@@ -460,6 +470,11 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.float64 {
 		dt = tensor.Float64
 	}
+	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	if err != nil {
+		return err
+	}
+	defer blasRestore()
 	res, err := bench.Step(ctx, bench.StepConfig{Model: f.model, Arch: arch, Dtype: dt, BatchSizes: batches, Device: f.device,
 		PhysicalBatch: f.physBatch, Replicas: f.replicas, MinTime: time.Duration(f.minTime * float64(time.Second)), MinSteps: f.minSteps, Seed: 1})
 	if err != nil {
@@ -467,9 +482,13 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if !f.jsonOut || !f.quiet {
 		fmt.Fprint(stdout, bench.StepTable(res))
+		fmt.Fprintf(stdout, "CPU BLAS: %s\n", blasDesc)
 	}
 	if f.jsonOut {
-		return printJSON(stdout, res)
+		return printJSON(stdout, struct {
+			*bench.StepResult
+			BLAS string `json:"blas"` // the CPU BLAS of the CPU rows
+		}{res, blasDesc})
 	}
 	return nil
 }

@@ -89,6 +89,7 @@ type trainFlags struct {
 	nonPrivate, quiet, jsonOut, float64 bool
 	privateStats                        bool // --private-stats: show the non-private training statistics
 	device, noise                       string
+	blas                                string // --blas ("" when not given: DPSGD_BLAS, else auto)
 	replicas                            int
 	set                                 map[string]bool
 
@@ -141,6 +142,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.radius, "radius", 0, "--noise ball: ball radius r as a multiple of --clip (noise radius r·C); default: calibrated so that the planned epochs spend exactly --delta")
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
+	addBLASFlag(fs, &f.blas)
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report statistics computed from the training data without privacy (train loss and accuracy, clipped fraction, realized example counts): NOT covered by the guarantee")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
@@ -476,6 +478,7 @@ type trainJSON struct {
 	Interrupted       bool               `json:"interrupted"`
 	Device            string             `json:"device"`      // where the steps ran: cpu or cuda
 	DeviceName        string             `json:"device_name"` // the GPU, or the CPU
+	BLAS              string             `json:"blas"`        // the CPU BLAS: gonum (pure Go), or the library, its version and threads
 	Seed              uint64             `json:"seed"`
 	SeedSource        string             `json:"seed_source,omitempty"` // given, random (drawn from the OS) or checkpoint
 	History           []epochJSON        `json:"history"`
@@ -509,6 +512,12 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// The BLAS first: a library asked for and absent is a usage error before any work.
+	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	if err != nil {
+		return err
+	}
+	defer blasRestore()
 	if err := f.chooseSeed(); err != nil {
 		return err
 	}
@@ -559,7 +568,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.priv.SigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
-		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, SeedSource: f.seedSource,
+		Device: res.Device, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
 		NotCovered: notCovered(f.privateStats),
 	}
