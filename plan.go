@@ -47,7 +47,7 @@ type Plan struct {
 	MaxBatch int
 	// Epochs is the number of epochs planned, ≥ 1 (the budget may stop the run earlier).
 	Epochs int
-	// Clip is the per-example ℓ2 clip norm C, finite and > 0.
+	// Clip is the per-example ℓ2 clip norm C, finite and ≥ engine.MinClip.
 	Clip float64
 	// Sigma is the noise multiplier σ (noise std σ·C per coordinate), finite and > 0; 0
 	// calibrates σ so that Epochs epochs spend exactly TargetEpsilon.
@@ -161,8 +161,8 @@ func (p *Plan) validate(n int) error {
 	if p.NonPrivate {
 		return nil
 	}
-	if !(p.Clip > 0) || math.IsInf(p.Clip, 0) {
-		return bad("Clip", nil, "%v: want a finite value > 0", p.Clip)
+	if !(p.Clip >= engine.MinClip) || math.IsInf(p.Clip, 0) {
+		return bad("Clip", nil, "%v: want a finite value ≥ %g", p.Clip, engine.MinClip)
 	}
 	if !(p.Delta > 0 && p.Delta < 1) {
 		return bad("Delta", nil, "%v: want a value in (0, 1)", p.Delta)

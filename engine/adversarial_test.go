@@ -228,7 +228,7 @@ func (h *advHarness[T]) close() {
 
 func (h *advHarness[T]) run(t *testing.T, ds *datasets.Dataset, idx []int, clip float64) *advRun[T] {
 	h.cur = map[int]*advRow[T]{}
-	st, err := gradStep(h.reps, ds, idx, h.phys, kernels.ClipBound[T](clip), h.grads, h.rows, h.mask) // as run.clippedSum
+	st, err := gradStep(h.reps, ds, idx, h.phys, kernels.ClipBound[T](clip), h.grads, h.rows, h.mask) // as cpuBackend.clippedSum, with run.dpStep's clip bound
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,8 +169,8 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) err
 	return b.push()
 }
 
-// bind uploads ds as the training set the steps read (once per dataset: a step on the bound
-// dataset uploads nothing).
+// bind uploads ds as the training set the steps read, once per *Dataset: a step on the bound
+// dataset uploads nothing, so a dataset changed in place is not seen (engine.Learner says so).
 func (b *cudaBackend) bind(ds *datasets.Dataset) error {
 	if ds == b.ds {
 		return nil
@@ -185,27 +185,31 @@ func (b *cudaBackend) bind(ds *datasets.Dataset) error {
 		}
 		labels[i] = int32(v)
 	}
-	if b.ds != nil {
-		b.free(b.X, b.Y)
-		b.ds = nil
-	}
+	// The old set's buffers go first; whatever fails below leaves no set bound and no
+	// buffer of a half-uploaded one.
+	b.free(b.X, b.Y)
+	b.X, b.Y, b.ds = cuda.Buffer{}, cuda.Buffer{}, nil
 	var err error
-	if b.X, err = b.alloc(len(ds.X) * 4); err != nil {
-		return err
+	if b.X, err = b.alloc(len(ds.X) * 4); err == nil {
+		if b.Y, err = b.alloc(len(labels) * 4); err == nil {
+			err = firstErr(cuda.Upload(b.d, b.X, ds.X), cuda.Upload(b.d, b.Y, labels))
+		}
 	}
-	if b.Y, err = b.alloc(len(labels) * 4); err != nil {
-		return err
-	}
-	if err := firstErr(cuda.Upload(b.d, b.X, ds.X), cuda.Upload(b.d, b.Y, labels)); err != nil {
+	if err != nil {
+		b.free(b.X, b.Y)
+		b.X, b.Y = cuda.Buffer{}, cuda.Buffer{}
 		return err
 	}
 	b.ds = ds
 	return nil
 }
 
-// free frees bufs and forgets them.
+// free frees bufs (the zero Buffer is skipped) and forgets them.
 func (b *cudaBackend) free(bufs ...cuda.Buffer) {
 	for _, f := range bufs {
+		if f == (cuda.Buffer{}) {
+			continue
+		}
 		_ = b.d.Free(f)
 		for i, o := range b.owned {
 			if o == f {

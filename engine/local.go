@@ -48,7 +48,9 @@ type learnerImpl interface {
 // average of past weights would contradict. With Device DeviceCUDA or DeviceAuto (and CUDA,
 // OnDeviceFallback) the steps run on the CUDA backend when it can take the model: the device
 // opens, and the dataset is uploaded, at the first Step (again when a Step names another
-// dataset); a DeviceCUDA Learner whose device cannot take it fails at that Step.
+// *Dataset: a dataset changed in place between steps must be passed as a new *Dataset, or the
+// device keeps training on the uploaded copy); a DeviceCUDA Learner whose device cannot take
+// it fails at that Step.
 func NewLearner(cfg Config) (*Learner, error) {
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1

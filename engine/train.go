@@ -90,6 +90,12 @@ type Config struct {
 	OnDeviceFallback func(why string)
 }
 
+// MinClip is the smallest clip norm C a private run takes (2⁻¹⁰⁰ ≈ 7.9e-31). Below it the
+// float64 products c·ĝ of the clipped sums could fall into the subnormal range, where the
+// clip bound's relative margin (kernels.ClipBound) no longer absorbs their rounding; no
+// model's gradients live at such scales.
+const MinClip = 0x1p-100
+
 // Noise mechanisms of Config.Noise: the accounting's names (one home for the name set).
 const (
 	NoiseGaussian = accounting.MechanismGaussian
@@ -120,8 +126,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("epochs %d: want ≥ 1", c.Epochs)
 	}
 	if !c.NonPrivate {
-		if !(c.Clip > 0) || math.IsInf(c.Clip, 0) {
-			return fmt.Errorf("clip %v: want a finite value > 0", c.Clip)
+		if !(c.Clip >= MinClip) || math.IsInf(c.Clip, 0) {
+			return fmt.Errorf("clip %v: want a finite value ≥ %g", c.Clip, MinClip)
 		}
 		switch c.Noise {
 		case "", NoiseGaussian:

@@ -165,12 +165,13 @@ func (c *cancelAfter) Step(step int, _ StepStats, _ float64) {
 func TestConfigValidation(t *testing.T) {
 	train, _ := smallProblem(t)
 	for name, mut := range map[string]func(*Config){
-		"sigma":  func(c *Config) { c.Sigma = 0 },
-		"clip":   func(c *Config) { c.Clip = -1 },
-		"epochs": func(c *Config) { c.Epochs = 0 },
-		"batch":  func(c *Config) { c.PhysicalBatch = 0 },
-		"lr":     func(c *Config) { c.Optimizer.LR = math.NaN() },
-		"opt":    func(c *Config) { c.Optimizer.Name = "rmsprop" },
+		"sigma":              func(c *Config) { c.Sigma = 0 },
+		"clip":               func(c *Config) { c.Clip = -1 },
+		"clip below MinClip": func(c *Config) { c.Clip = MinClip / 2 },
+		"epochs":             func(c *Config) { c.Epochs = 0 },
+		"batch":              func(c *Config) { c.PhysicalBatch = 0 },
+		"lr":                 func(c *Config) { c.Optimizer.LR = math.NaN() },
+		"opt":                func(c *Config) { c.Optimizer.Name = "rmsprop" },
 	} {
 		cfg := smallConfig(train)
 		mut(&cfg)
