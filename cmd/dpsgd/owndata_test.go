@@ -464,7 +464,7 @@ func TestOwnDataIDX(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCmd(t, "train", "--data", p("img"), "--labels", p("lbl"), "--schema", p("schema.json"),
-		"--test-data", p("t-img"), "--test-labels", p("t-lbl"), "--epochs", "3", "--seed", "5", "--quiet", "--json", "--save", p("m.dpsgd"))
+		"--test-data", p("t-img"), "--test-labels", p("t-lbl"), "--epochs", "3", "--sigma", "1", "--accountant", "rdp", "--seed", "5", "--quiet", "--json", "--save", p("m.dpsgd"))
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
