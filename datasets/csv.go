@@ -76,7 +76,7 @@ func (t *csvTable) fieldLine(i int) int {
 }
 
 // fieldCount is the error of a record whose field count differs from the header's.
-func (t *csvTable) fieldCount(got, want int) error {
+func (t *csvTable) fieldCount(got, want int) *ParseError {
 	return &ParseError{File: t.name, Line: t.line, Offset: -1, Msg: fmt.Sprintf("%d fields, want %d as in the header", got, want)}
 }
 
@@ -118,62 +118,101 @@ func LoadCSV(path string, s *Schema) (*Dataset, error) {
 
 // ReadCSV is [ReadCSV] with the encoder's schema.
 func (e *Encoder) ReadCSV(r io.Reader, name string) (*Dataset, error) {
-	t, closeFn, err := openCSV(r, name)
+	x, y, err := e.readTable(r, name, true)
 	if err != nil {
 		return nil, err
-	}
-	defer closeFn()
-	header, err := t.header()
-	if err != nil {
-		return nil, err
-	}
-	row, err := e.Bind(header)
-	if err != nil {
-		return nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: err.Error()}
-	}
-	if !row.HasLabel() {
-		return nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: fmt.Sprintf("header: no label column %q (label.column of the schema)", clip(e.schema.Label.Column))}
-	}
-	d := e.dim
-	var x []float32
-	var y []int
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(rec) != row.Fields() {
-			return nil, t.fieldCount(len(rec), row.Fields())
-		}
-		n := len(y)
-		x = slices.Grow(x, d)[:(n+1)*d]
-		label, err := row.Encode(x[n*d:], rec)
-		if err != nil {
-			var fe *FieldError
-			line := t.line
-			if errors.As(err, &fe) {
-				line = t.fieldLine(fe.Field - 1)
-			}
-			return nil, &ParseError{File: name, Line: line, Offset: -1, Err: err}
-		}
-		y = append(y, label)
-	}
-	if len(y) == 0 {
-		return nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: "no records after the header"}
 	}
 	return &Dataset{
 		Name:         name,
 		X:            x,
 		Y:            y,
 		N:            len(y),
-		D:            d,
+		D:            e.dim,
 		Classes:      e.Classes(),
-		Shape:        []int{d},
+		Shape:        []int{e.dim},
 		FeatureNames: e.FeatureNames(),
 	}, nil
+}
+
+// ReadFeatures reads a table to predict on: the CSV rules and the header of [ReadCSV], but
+// the label column may be absent, and its values, when it is there, are not read
+// ([RowEncoder.Features]). It returns the n records' features, row-major (n·D values). The
+// errors are ReadCSV's; those about one record also give its row, counted from 0 among the
+// records (the header and blank lines are not rows).
+func (e *Encoder) ReadFeatures(r io.Reader, name string) (x []float32, n int, err error) {
+	x, _, err = e.readTable(r, name, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return x, len(x) / e.dim, nil
+}
+
+// readTable reads a CSV with a header through the encoder: with labelled, the label column
+// is required and each record's label read (y); without, the label is not read and y is nil.
+func (e *Encoder) readTable(r io.Reader, name string, labelled bool) (x []float32, y []int, err error) {
+	t, closeFn, err := openCSV(r, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeFn()
+	header, err := t.header()
+	if err != nil {
+		return nil, nil, err
+	}
+	row, err := e.Bind(header)
+	if err != nil {
+		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: err.Error()}
+	}
+	if labelled && !row.HasLabel() {
+		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: fmt.Sprintf("header: no label column %q (label.column of the schema)", clip(e.schema.Label.Column))}
+	}
+	d := e.dim
+	// where names a bad record: its row too when predicting, where rows are what the output
+	// counts.
+	where := func(n int) string {
+		if labelled {
+			return ""
+		}
+		return fmt.Sprintf("row %d", n)
+	}
+	for n := 0; ; n++ {
+		rec, err := t.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(rec) != row.Fields() {
+			pe := t.fieldCount(len(rec), row.Fields())
+			if w := where(n); w != "" {
+				pe.Msg = w + ": " + pe.Msg
+			}
+			return nil, nil, pe
+		}
+		x = slices.Grow(x, d)[:(n+1)*d]
+		label := -1
+		if labelled {
+			label, err = row.Encode(x[n*d:], rec)
+		} else {
+			err = row.Features(x[n*d:], rec)
+		}
+		if err != nil {
+			var fe *FieldError
+			line := t.line
+			if errors.As(err, &fe) {
+				line = t.fieldLine(fe.Field - 1)
+			}
+			return nil, nil, &ParseError{File: name, Line: line, Offset: -1, Msg: where(n), Err: err}
+		}
+		if labelled {
+			y = append(y, label)
+		}
+	}
+	if len(x) == 0 {
+		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: "no records after the header"}
+	}
+	return x, y, nil
 }
 
 // CSVHeader returns the column names of the CSV file path (its first line, trimmed; gzip

@@ -360,3 +360,61 @@ func TestCSVReadsAdult(t *testing.T) {
 		t.Fatalf("real adult.data: the CSV reader (N %d) and LoadAdult (N %d) differ", got.N, train.N)
 	}
 }
+
+// TestReadFeatures: a table to predict on reads to ReadCSV's features whether its label column
+// is there, absent, empty or holds unknown values; the errors of a record name its line, its
+// row (counted from 0 among the records) and its field, and a missing header is refused.
+func TestReadFeatures(t *testing.T) {
+	enc, err := smallSchema().Encoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var records, unlabelled, oddLabels [][]string
+	var want []float32
+	for range 50 {
+		r := randomSmallRecord(rng)
+		records = append(records, r.fields)
+		unlabelled = append(unlabelled, r.fields[1:])
+		odd := slices.Clone(r.fields)
+		odd[0] = []string{"", "maybe", "?"}[rng.IntN(3)]
+		oddLabels = append(oddLabels, odd)
+		want = append(want, r.want...)
+	}
+	ds, err := enc.ReadCSV(bytes.NewReader(writeCSV(t, smallHeader, records, false)), "t.csv")
+	if err != nil || !slices.Equal(ds.X, want) {
+		t.Fatalf("ReadCSV: %v", err)
+	}
+	for name, text := range map[string][]byte{
+		"labelled":    writeCSV(t, smallHeader, records, false),
+		"no label":    writeCSV(t, smallHeader[1:], unlabelled, true),
+		"odd labels":  writeCSV(t, smallHeader, oddLabels, false),
+		"gzip":        gzipBytes(t, writeCSV(t, smallHeader[1:], unlabelled, false)),
+		"blank lines": append(append(writeCSV(t, smallHeader, records[:1], false), "\n\n"...), writeCSV(t, smallHeader, records[1:], false)[len("y,color,id,income,age\n"):]...),
+	} {
+		x, n, err := enc.ReadFeatures(bytes.NewReader(text), "t.csv")
+		if err != nil || n != len(records) || !slices.Equal(x, want) {
+			t.Errorf("%s: %d rows, %v; equal to ReadCSV's %v", name, n, err, slices.Equal(x, want))
+		}
+	}
+	const header = "color,income,age\n"
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"header only", header, []string{"t.csv:1:", "no records"}},
+		{"no header", "red,1,2\n", []string{"t.csv:1:", "is the first line a header?"}},
+		{"unknown column", "color,income,age,zip\nred,1,2,3\n", []string{`columns not in the schema: "zip"`}},
+		{"ragged", header + "red,1,2\n\nred,1\n", []string{"t.csv:4:", "row 1:", "2 fields, want 3 as in the header"}},
+		{"bad number", header + "red,1,2\nblue,3,4\nred,x,5\n", []string{"t.csv:4:", "row 2:", `field 2 ("income")`, `bad number "x"`}},
+		{"NaN", header + "red,1,NaN\n", []string{"t.csv:2:", "row 0:", `field 3 ("age")`}},
+	} {
+		x, n, err := enc.ReadFeatures(strings.NewReader(tc.text), "t.csv")
+		t.Run(tc.name, func(t *testing.T) {
+			if x != nil || n != 0 {
+				t.Errorf("%d rows returned with the error", n)
+			}
+			checkFormatErr(t, err, tc.want...)
+		})
+	}
+}

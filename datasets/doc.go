@@ -12,8 +12,10 @@
 //     and scaled to [0, 1] ([AdultCategoryLists], [AdultNumericBounds]; D = [AdultDim] = 113);
 //   - [Schema], the public description of the user's own data (JSON: label classes, per column
 //     numeric bounds, categories or ignore; docs/datasets.md), its [Encoder], which encodes each
-//     record from its own fields ([RowEncoder.Encode] does one row, for predictions), [ReadCSV]
-//     and [LoadCSV] for CSV files, [LoadIDX] and [IDXDataset] for IDX pairs, and [DraftSchema]
+//     record from its own fields ([RowEncoder.Encode] does one row, [RowEncoder.Features] one
+//     row to predict on), [ReadCSV] and [LoadCSV] for CSV files ([Encoder.ReadFeatures] for a
+//     table to predict on, without labels), [LoadIDX] and [IDXDataset] for IDX pairs
+//     ([IDXFeatures] for images without labels), and [DraftSchema]
 //     and [DraftIDXSchema], which propose a schema from the data, marked with [DraftWarning]
 //     because its values are statistics of the data;
 //   - [Synthetic], a reproducible Gaussian-mixture classification problem;

@@ -286,20 +286,8 @@ func (r *RowEncoder) Fields() int { return len(r.header) }
 // column, an unknown or missing label, and a missing value under the policy "error" are
 // errors (a *FieldError naming the field). dst depends on record alone.
 func (r *RowEncoder) Encode(dst []float32, record []string) (label int, err error) {
-	if len(dst) != r.e.dim {
-		return -1, fmt.Errorf("datasets: RowEncoder.Encode: len(dst) = %d, want D = %d", len(dst), r.e.dim)
-	}
-	if len(record) != len(r.header) {
-		return -1, fmt.Errorf("%d fields, want %d as in the header: %w", len(record), len(r.header), ErrFormat)
-	}
-	clear(dst)
-	for p, i := range r.col {
-		if i < 0 {
-			continue
-		}
-		if err := r.e.encodeField(dst, &r.e.cols[i], record[p]); err != nil {
-			return -1, &FieldError{Field: p + 1, Column: r.header[p], Err: err}
-		}
+	if err := r.Features(dst, record); err != nil {
+		return -1, err
 	}
 	label = -1
 	if r.label >= 0 {
@@ -308,6 +296,28 @@ func (r *RowEncoder) Encode(dst []float32, record []string) (label int, err erro
 		}
 	}
 	return label, nil
+}
+
+// Features writes the D features of one record into dst (len D) as [RowEncoder.Encode] does,
+// without reading the label field: the preprocessing of data to predict on, whose label
+// column may be absent, empty or hold values the schema does not list.
+func (r *RowEncoder) Features(dst []float32, record []string) error {
+	if len(dst) != r.e.dim {
+		return fmt.Errorf("datasets: RowEncoder.Features: len(dst) = %d, want D = %d", len(dst), r.e.dim)
+	}
+	if len(record) != len(r.header) {
+		return fmt.Errorf("%d fields, want %d as in the header: %w", len(record), len(r.header), ErrFormat)
+	}
+	clear(dst)
+	for p, i := range r.col {
+		if i < 0 {
+			continue
+		}
+		if err := r.e.encodeField(dst, &r.e.cols[i], record[p]); err != nil {
+			return &FieldError{Field: p + 1, Column: r.header[p], Err: err}
+		}
+	}
+	return nil
 }
 
 // numberError says why a field is not an accepted number.

@@ -76,7 +76,7 @@ func IDXDataset(images, labels *IDX, name string, s *Schema) (*Dataset, error) {
 // idxDataset is IDXDataset with the two inputs' names for the errors.
 func idxDataset(images, labels *IDX, imgName, lblName string, scale numericScale, classes map[int]int, k int) (*Dataset, error) {
 	if len(images.Dims) < 2 {
-		return nil, &ParseError{File: imgName, Offset: 3, Msg: fmt.Sprintf("IDX images with %d dimension(s), want at least 2 (examples × features)", len(images.Dims))}
+		return nil, idxDimsError(images, imgName)
 	}
 	if len(labels.Dims) != 1 || !idxIsInteger(labels.Type) {
 		return nil, &ParseError{File: lblName, Offset: 2, Msg: fmt.Sprintf("IDX labels of type 0x%02x with %d dimension(s), want integers (type 0x08, 0x09, 0x0B or 0x0C) in 1 dimension", labels.Type, len(labels.Dims))}
@@ -85,15 +85,9 @@ func idxDataset(images, labels *IDX, imgName, lblName string, scale numericScale
 	if labels.Dims[0] != n {
 		return nil, &ParseError{File: lblName, Offset: 4, Msg: fmt.Sprintf("%d labels for %d examples in the images", labels.Dims[0], n)}
 	}
-	if n == 0 {
-		return nil, &ParseError{File: imgName, Offset: 4, Msg: "no examples"}
-	}
-	d := 1
-	for _, v := range images.Dims[1:] {
-		d *= v
-	}
-	if d == 0 {
-		return nil, &ParseError{File: imgName, Offset: 8, Msg: fmt.Sprintf("examples of dims %v hold no element", images.Dims[1:])}
+	x, d, err := idxFeatures(images, imgName, scale)
+	if err != nil {
+		return nil, err
 	}
 	y := make([]int, n)
 	lblOff := int64(4 + 4*len(labels.Dims))
@@ -105,6 +99,31 @@ func idxDataset(images, labels *IDX, imgName, lblName string, scale numericScale
 		}
 		y[i] = c
 	}
+	return &Dataset{Name: imgName, X: x, Y: y, N: n, D: d, Classes: k, Shape: idxShape(images.Dims)}, nil
+}
+
+// idxDimsError is the error of images with fewer than 2 dimensions.
+func idxDimsError(images *IDX, name string) error {
+	return &ParseError{File: name, Offset: 3, Msg: fmt.Sprintf("IDX images with %d dimension(s), want at least 2 (examples × features)", len(images.Dims))}
+}
+
+// idxFeatures encodes every element of images (dims [N, …], N ≥ 1) with scale: N·D features,
+// row-major, and D.
+func idxFeatures(images *IDX, name string, scale numericScale) ([]float32, int, error) {
+	if len(images.Dims) < 2 {
+		return nil, 0, idxDimsError(images, name)
+	}
+	n := images.Dims[0]
+	if n == 0 {
+		return nil, 0, &ParseError{File: name, Offset: 4, Msg: "no examples"}
+	}
+	d := 1
+	for _, v := range images.Dims[1:] {
+		d *= v
+	}
+	if d == 0 {
+		return nil, 0, &ParseError{File: name, Offset: 8, Msg: fmt.Sprintf("examples of dims %v hold no element", images.Dims[1:])}
+	}
 	x := make([]float32, n*d)
 	imgOff := int64(4 + 4*len(images.Dims))
 	if images.Type == IDXUint8 {
@@ -115,16 +134,31 @@ func idxDataset(images, labels *IDX, imgName, lblName string, scale numericScale
 		for i, b := range images.Data {
 			x[i] = lut[b]
 		}
-	} else {
-		for i := range x {
-			v := images.At(i)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, &ParseError{File: imgName, Offset: imgOff + int64(i*images.ElemSize()), Msg: fmt.Sprintf("element %d of example %d is %v, want a finite number", i%d, i/d, v)}
-			}
-			x[i] = float32(scale.apply(v))
-		}
+		return x, d, nil
 	}
-	return &Dataset{Name: imgName, X: x, Y: y, N: n, D: d, Classes: k, Shape: idxShape(images.Dims)}, nil
+	for i := range x {
+		v := images.At(i)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, 0, &ParseError{File: name, Offset: imgOff + int64(i*images.ElemSize()), Msg: fmt.Sprintf("element %d of example %d is %v, want a finite number", i%d, i/d, v)}
+		}
+		x[i] = float32(scale.apply(v))
+	}
+	return x, d, nil
+}
+
+// IDXFeatures encodes IDX images to predict on (dims [N, …], any element type) with schema s
+// as [IDXDataset] encodes them, without labels: it returns the N examples' features,
+// row-major, and the per-example shape ([D] for 2 dimensions, [1, H, W] for 3, the dims after
+// N for 4). Its errors are IDXDataset's.
+func IDXFeatures(images *IDX, name string, s *Schema) (x []float32, shape []int, err error) {
+	scale, _, err := idxSchema(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if x, _, err = idxFeatures(images, name, scale); err != nil {
+		return nil, nil, err
+	}
+	return x, idxShape(images.Dims), nil
 }
 
 // LoadIDX reads the IDX pair images, labels (raw or gzip-compressed, detected by content) and

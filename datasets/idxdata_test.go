@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -172,6 +173,53 @@ func TestIDXRowDependsOnlyOnItsExample(t *testing.T) {
 			if !slices.Equal(removed.Row(i), base.Row(src)) || removed.Y[i] != base.Y[src] {
 				t.Fatalf("removing example %d changed example %d", j, src)
 			}
+		}
+	}
+}
+
+// TestIDXFeatures: images without labels encode to IDXDataset's features and shape, for byte
+// and float images of 2, 3 and 4 dimensions; the errors are IDXDataset's.
+func TestIDXFeatures(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, dims := range [][]int{{5, 6}, {4, 3, 2}, {3, 2, 2, 2}} {
+		for _, typ := range []byte{IDXUint8, IDXFloat64} {
+			n := 1
+			for _, v := range dims {
+				n *= v
+			}
+			img := &IDX{Type: typ, Dims: dims, Data: make([]byte, n*idxElemSize(typ))}
+			for i := range n {
+				if typ == IDXUint8 {
+					img.Data[i] = byte(rng.IntN(256))
+				} else {
+					binary.BigEndian.PutUint64(img.Data[8*i:], math.Float64bits(rng.NormFloat64()*100))
+				}
+			}
+			lbl := &IDX{Type: IDXUint8, Dims: []int{dims[0]}, Data: make([]byte, dims[0])}
+			s := idxSchemaOf(2, -50, 200, "")
+			ds, err := IDXDataset(img, lbl, "i", s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, shape, err := IDXFeatures(img, "i", s)
+			if err != nil || !slices.Equal(x, ds.X) || !slices.Equal(shape, ds.Shape) {
+				t.Errorf("dims %v type %#x: shape %v (IDXDataset's %v), same features %v, %v", dims, typ, shape, ds.Shape, slices.Equal(x, ds.X), err)
+			}
+		}
+	}
+	nan := &IDX{Type: IDXFloat64, Dims: []int{1, 2}, Data: binary.BigEndian.AppendUint64(make([]byte, 8), math.Float64bits(math.NaN()))}
+	for name, tc := range map[string]struct {
+		img  *IDX
+		s    *Schema
+		want string
+	}{
+		"one dimension": {&IDX{Type: IDXUint8, Dims: []int{3}, Data: []byte{1, 2, 3}}, idxSchemaOf(2, 0, 255, ""), "want at least 2"},
+		"no example":    {&IDX{Type: IDXUint8, Dims: []int{0, 3}}, idxSchemaOf(2, 0, 255, ""), "no examples"},
+		"NaN":           {nan, idxSchemaOf(2, 0, 255, ""), "element 1 of example 0 is NaN"},
+		"CSV schema":    {&IDX{Type: IDXUint8, Dims: []int{1, 1}, Data: []byte{1}}, smallSchema(), "exactly one column"},
+	} {
+		if _, _, err := IDXFeatures(tc.img, "i", tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
 }

@@ -98,7 +98,8 @@ func FuzzSchema(f *testing.F) {
 // FuzzCSV: any text read with a fixed schema gives a valid dataset or a one-line ParseError
 // naming a line, never a panic. A dataset has D = 6, features in [0, 1] with one 1 per
 // categorical column, and each row equals its record encoded alone. A schema drafted from the
-// text reads the text back.
+// text reads the text back. ReadFeatures (the table to predict on) gives ReadCSV's features
+// whenever ReadCSV reads the text, and otherwise whole rows in [0, 1] or such an error.
 func FuzzCSV(f *testing.F) {
 	f.Add("y,color,id,income,age\nyes,green,1,999999,50\nno,purple,2,,150\n")
 	f.Add("\ufeffage,income,color,y\r\n1,2,red,no\r\n\r\n3,NA,\"b,l\"\"ue\",yes\r\n")
@@ -170,6 +171,24 @@ func FuzzCSV(f *testing.F) {
 				if sum != 1 {
 					t.Fatalf("record %d: %d ones in the one-hot color", i, sum)
 				}
+			}
+		}
+		// The features to predict on: ReadCSV's whenever it reads the text (labels unread),
+		// else whole rows in [0, 1] or a one-line error with a line number.
+		x, n, ferr := enc.ReadFeatures(strings.NewReader(text), "fuzz.csv")
+		switch {
+		case ferr != nil && (x != nil || n != 0 || !isFormatErr(ferr)):
+			t.Fatalf("ReadFeatures: bad error %q", ferr)
+		case ferr != nil && ds != nil:
+			t.Fatalf("ReadFeatures refuses what ReadCSV reads: %v", ferr)
+		case ds != nil && !reflect.DeepEqual(x, ds.X):
+			t.Fatalf("ReadFeatures: features differ from ReadCSV's")
+		case ferr == nil && (n < 1 || len(x) != n*enc.Dim()):
+			t.Fatalf("ReadFeatures: %d rows, %d features", n, len(x))
+		}
+		for j, v := range x {
+			if !(v >= 0 && v <= 1) {
+				t.Fatalf("ReadFeatures: feature %d = %v", j, v)
 			}
 		}
 		drafted, err := DraftSchema(strings.NewReader(text), "fuzz.csv", DraftOptions{Label: "y", MaxCategories: 3})

@@ -6,8 +6,9 @@
 //     trained in (float32 or float64);
 //   - the parameters, bit for bit, as the run evaluates them (the moving average of the weights
 //     when the run keeps one): post-processing of the noisy steps, covered by the guarantee;
-//   - the preprocessing: the built-in dataset whose fixed public encoding the model reads, or a
-//     CSV schema document (kept as opaque JSON here);
+//   - the preprocessing: the built-in dataset whose fixed public encoding the model reads, or,
+//     for the user's own data, its kind (DatasetCSV, DatasetIDX) and the public schema document
+//     the run encoded it with (kept as opaque JSON here; package datasets reads it);
 //   - the guarantee: the sentence dpsgd train prints, without the seed (a seeded run's sentence
 //     says that a seed, not in the file, must stay secret), ε, δ, the steps taken and the steps ε
 //     covers, the accountant, the sampler, the adjacency, the noise mechanism, whether the
@@ -71,7 +72,7 @@ const Version = 1
 // MaxFileBytes bounds what Read accepts (1 GiB).
 const MaxFileBytes = 1 << 30
 
-// maxManifestBytes bounds the manifest (a CSV schema document included).
+// maxManifestBytes bounds the manifest (a schema document included).
 const maxManifestBytes = 16 << 20
 
 // ErrFormat is wrapped by every error about bytes that are not a valid model file.
@@ -93,12 +94,20 @@ type Artifact struct {
 // Preprocessing says how a raw input row becomes the model's features.
 type Preprocessing struct {
 	// Dataset names the built-in dataset whose fixed, public encoding the model was trained on
-	// (package datasets: "synthetic", "mnist", "adult"); "" when Schema describes the input.
+	// (package datasets: "synthetic", "mnist", "adult"), or the kind of the user's own data,
+	// DatasetCSV or DatasetIDX, encoded with Schema.
 	Dataset string `json:"dataset"`
-	// Schema is a CSV schema document (JSON object), opaque to this package; empty for a
-	// built-in dataset.
+	// Schema is the public schema document (a JSON object, datasets.Schema) that encoded the
+	// user's own data, opaque to this package; present exactly when Dataset is DatasetCSV or
+	// DatasetIDX.
 	Schema json.RawMessage `json:"schema,omitempty"`
 }
+
+// Kinds of the user's own data in Preprocessing.Dataset, each encoded with a schema.
+const (
+	DatasetCSV = "csv" // a CSV table with a header, each record encoded by the schema's columns
+	DatasetIDX = "idx" // IDX images, every element scaled by the schema's one numeric column
+)
 
 // Guarantee is the public statement of what the run that trained the model guarantees.
 type Guarantee struct {
@@ -172,11 +181,17 @@ func dtypeName(dt tensor.Dtype) (string, int, error) {
 	return "", 0, fmt.Errorf("dtype %v: want float32 or float64", dt)
 }
 
-// Validate checks the preprocessing: a built-in dataset name, or a schema that is a JSON
-// object, or both.
+// Validate checks the preprocessing: a dataset name, and a schema that is a JSON object
+// exactly when the name is DatasetCSV or DatasetIDX.
 func (p *Preprocessing) Validate() error {
-	if p.Dataset == "" && len(p.Schema) == 0 {
-		return errors.New("preprocessing: no dataset and no schema: want one")
+	own := p.Dataset == DatasetCSV || p.Dataset == DatasetIDX
+	switch {
+	case p.Dataset == "":
+		return errors.New("preprocessing: no dataset: want a built-in dataset's name, or csv or idx with a schema")
+	case own && len(p.Schema) == 0:
+		return fmt.Errorf("preprocessing: dataset %s without a schema: the user's own data is read with the schema it was trained with", p.Dataset)
+	case !own && len(p.Schema) > 0:
+		return fmt.Errorf("preprocessing: dataset %q with a schema: only csv and idx data has one", p.Dataset)
 	}
 	if len(p.Dataset) > 64 || strings.IndexFunc(p.Dataset, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')

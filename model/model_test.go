@@ -126,7 +126,7 @@ func TestRoundTrip(t *testing.T) {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			a := testArtifact(t, arch, dt, 3)
 			if name == "mlp" {
-				a.Preprocessing = Preprocessing{Schema: json.RawMessage(`{"columns":[{"name":"x","kind":"numeric"}]}`)}
+				a.Preprocessing = Preprocessing{Dataset: DatasetCSV, Schema: json.RawMessage(`{"columns":[{"name":"x","kind":"numeric"}]}`)}
 			}
 			data, err := Encode(a)
 			if err != nil {
@@ -273,8 +273,16 @@ func TestDecodeRefuses(t *testing.T) {
 	check("ledger accountant", mutate(func(m map[string]any) { guarantee(m)["accountant"] = "pld" }), "the ledger says")
 	check("ledger epsilon", mutate(func(m map[string]any) { guarantee(m)["epsilon"] = 0.5 }), "the ledger's is")
 	check("bad ledger", mutate(func(m map[string]any) { guarantee(m)["ledger"].(map[string]any)["version"] = 99 }), "ledger")
-	check("preprocessing", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": ""} }), "no dataset and no schema")
-	check("schema", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": "", "schema": []int{1}} }), "want a JSON object")
+	check("preprocessing", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": ""} }), "no dataset")
+	check("schema", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": "csv", "schema": []int{1}} }), "want a JSON object")
+	check("schema without kind", mutate(func(m map[string]any) {
+		m["preprocessing"] = map[string]any{"dataset": "", "schema": map[string]any{}}
+	}), "no dataset")
+	check("csv without schema", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": "csv"} }), "dataset csv without a schema")
+	check("idx without schema", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": "idx"} }), "dataset idx without a schema")
+	check("built-in with schema", mutate(func(m map[string]any) {
+		m["preprocessing"] = map[string]any{"dataset": "mnist", "schema": map[string]any{}}
+	}), "only csv and idx data has one")
 	check("dataset name", mutate(func(m map[string]any) { m["preprocessing"] = map[string]any{"dataset": "../data/x.csv"} }), "want a built-in dataset's name")
 	if _, err := Decode(reframe(Version, js, raw)); err != nil {
 		t.Fatalf("the reframed original: %v", err)

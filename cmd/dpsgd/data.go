@@ -17,6 +17,9 @@ type dataFlags struct {
 	schema, label        string // --schema FILE; --label COLUMN overrides the schema's label column
 	testData, testLabels string
 	testSplit            float64
+	// encodedWith is the validated schema the data was encoded with (--label applied), once
+	// loadTrainTest has read it: what --save stores in the model.
+	encodedWith *datasets.Schema
 }
 
 // ownDataFlags are the names of dataFlags' flags.
@@ -105,6 +108,7 @@ func (f *trainFlags) loadTrainTest(ctx context.Context) (train, test *datasets.D
 	if err != nil {
 		return nil, nil, err
 	}
+	d.encodedWith = s
 	load := func(data, labels string) (*datasets.Dataset, error) {
 		var ds *datasets.Dataset
 		var err error

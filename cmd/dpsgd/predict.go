@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,20 +46,103 @@ func builtinInput(name string, arch nn.Arch) (int, error) {
 	return d, nil
 }
 
-// rowFeatures returns the model's preprocessing as a map from one input row, the fields of one
-// CSV record, to the model's features. This is where a preprocessing plugs in: today the fixed
-// public encodings of the built-in datasets (package datasets, docs/datasets.md):
+// inputRows turns the --data file into the model's features, n rows of arch.InputSize(): the
+// one place where a model's preprocessing (docs/model-files.md) is applied to raw input.
+//
+//   - csv: a CSV table with a header, each record encoded alone by the model's schema
+//     (datasets.Encoder.ReadFeatures): columns matched by name, the label column optional and
+//     never read, an unknown category in the other bucket, a value outside the bounds clamped;
+//   - idx: IDX images (raw or gzip), every element scaled by the schema (datasets.IDXFeatures),
+//     each image of the model's input shape;
+//   - mnist: IDX images, or CSV rows of pixels (rowFeatures);
+//   - synthetic, adult: CSV rows (rowFeatures).
+//
+// Any bad row rejects the whole file with an error naming it.
+func inputRows(data []byte, name string, p model.Preprocessing, arch nn.Arch) ([]float32, int, error) {
+	switch p.Dataset {
+	case model.DatasetCSV:
+		s, err := ownSchema(p, arch)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(data) >= 2 && data[0] == 0 && data[1] == 0 {
+			return nil, 0, fmt.Errorf("%s: an IDX file; this model reads CSV tables with a header, as it was trained on", name)
+		}
+		enc, err := s.Encoder()
+		if err != nil {
+			return nil, 0, fmt.Errorf("the model's schema: %w", err)
+		}
+		return enc.ReadFeatures(bytes.NewReader(data), name)
+	case model.DatasetIDX:
+		s, err := ownSchema(p, arch)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !isIDX(data) {
+			return nil, 0, fmt.Errorf("%s: not an IDX file; this model reads IDX images, as it was trained on", name)
+		}
+		img, err := datasets.ReadIDX(bytes.NewReader(data))
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		x, shape, err := datasets.IDXFeatures(img, name, s)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !inputFits(shape, arch) {
+			return nil, 0, fmt.Errorf("%s: images of shape %v; the model takes inputs of shape %v (%d features)", name, shape, arch.Input, arch.InputSize())
+		}
+		return x, len(x) / arch.InputSize(), nil
+	}
+	if isIDX(data) {
+		return idxRows(data, name, p, arch)
+	}
+	feat, err := rowFeatures(p, arch)
+	if err != nil {
+		return nil, 0, err
+	}
+	return readCSVRows(data, name, feat)
+}
+
+// ownSchema reads the schema of a model trained on the user's own data (csv or idx): the
+// validated document dpsgd train encoded the data with and stored. It is validated again, and
+// must fit the model: its classes, and for a CSV its width D, are the model's.
+func ownSchema(p model.Preprocessing, arch nn.Arch) (*datasets.Schema, error) {
+	s, err := datasets.ParseSchema(p.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("the model's schema: %w", err)
+	}
+	if k := len(s.Label.Classes); k != arch.Classes {
+		return nil, fmt.Errorf("the model has %d classes; its schema lists %d", arch.Classes, k)
+	}
+	if d := s.Dim(); p.Dataset == model.DatasetCSV && d != arch.InputSize() {
+		return nil, fmt.Errorf("the model takes %d features; its schema encodes a row as %d", arch.InputSize(), d)
+	}
+	return s, nil
+}
+
+// inputFits reports whether examples of shape are the model's input: of its width for a dense
+// model (which reads them flattened), of its shape for a convolutional one.
+func inputFits(shape []int, arch nn.Arch) bool {
+	if len(arch.Conv) > 0 {
+		return slices.Equal(shape, arch.Input)
+	}
+	d := 1
+	for _, v := range shape {
+		d *= v
+	}
+	return d == arch.InputSize()
+}
+
+// rowFeatures returns the preprocessing of a built-in dataset as a map from one input row, the
+// fields of one CSV record, to the model's features: the fixed public encodings of package
+// datasets (docs/datasets.md):
 //
 //   - synthetic: the D feature values, as they are;
 //   - mnist: the 784 pixel bytes (integers 0–255, row-major), mapped by datasets.MNISTPixel;
 //   - adult: a record of the UCI files (14 features, or 15 with the income label, which is
 //     ignored), parsed by datasets.ReadAdultCSV and encoded by datasets.NewAdultEncoder.
-//
-// A preprocessing given by a CSV schema is refused with an error saying so.
 func rowFeatures(p model.Preprocessing, arch nn.Arch) (func(fields []string) ([]float32, error), error) {
-	if len(p.Schema) > 0 {
-		return nil, errors.New("the model's preprocessing is a CSV schema, which this build of dpsgd predict does not apply (it applies the built-in datasets' encodings)")
-	}
 	d, err := builtinInput(p.Dataset, arch)
 	if err != nil {
 		return nil, err
@@ -174,8 +258,8 @@ func isIDX(data []byte) bool {
 // idxRows reads an IDX images file (MNIST's t10k-images-idx3-ubyte, raw or gzip) into the
 // features of an mnist model.
 func idxRows(data []byte, name string, p model.Preprocessing, arch nn.Arch) ([]float32, int, error) {
-	if p.Dataset != "mnist" || len(p.Schema) > 0 {
-		return nil, 0, fmt.Errorf("%s: an IDX file is read for models of MNIST images; this model's preprocessing is %s's", name, p.Dataset)
+	if p.Dataset != "mnist" {
+		return nil, 0, fmt.Errorf("%s: an IDX file is read for models of MNIST images or of idx data; this model's preprocessing is %s's", name, p.Dataset)
 	}
 	d, err := builtinInput(p.Dataset, arch)
 	if err != nil {
@@ -216,12 +300,14 @@ func parsePredictFlags(args []string, stdout io.Writer) (*predictFlags, error) {
 	f := &predictFlags{}
 	fs := newFlagSet("dpsgd predict")
 	fs.StringVar(&f.model, "model", "", "the model file (dpsgd train --save)")
-	fs.StringVar(&f.data, "data", "", "the rows to predict: a CSV of raw feature values, one record per row (synthetic: the D features; mnist: 784 pixel values 0–255; adult: a UCI Adult record, with or without its label), or for mnist an IDX images file (raw or gzip)")
+	fs.StringVar(&f.data, "data", "", "the rows to predict, raw, as the model's preprocessing reads them: for your own data a CSV with a header "+
+		"(the label column may be absent) or IDX images, as trained on; synthetic: a CSV of the D features; mnist: 784 pixel values 0–255 a row, "+
+		"or an IDX images file (raw or gzip); adult: UCI Adult records, with or without their label")
 	fs.BoolVar(&f.proba, "proba", false, "also print each class's probability (the softmax of the logits)")
 	fs.StringVar(&f.format, "format", "csv", "csv (a header, then row,class[,p0,…]) or jsonl (one JSON object per row)")
 	if _, err := parseFlags(fs, args, stdout, "Usage: dpsgd predict --model FILE --data FILE [flags]\n\n"+
 		"Prints the model's predicted class of every input row, in input order (row counts from 0), with the model's\n"+
-		"own preprocessing (docs/model-files.md)."); err != nil {
+		"own preprocessing (docs/model-files.md). A bad row rejects the whole file (exit 2) and nothing is printed."); err != nil {
 		return nil, err
 	}
 	if f.format != "csv" && f.format != "jsonl" {
@@ -248,16 +334,7 @@ func cmdPredict(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usagef("--data: %v", err)
 	}
-	var x []float32
-	var n int
-	if isIDX(raw) {
-		x, n, err = idxRows(raw, f.data, a.Preprocessing, a.Arch)
-	} else {
-		var feat func([]string) ([]float32, error)
-		if feat, err = rowFeatures(a.Preprocessing, a.Arch); err == nil {
-			x, n, err = readCSVRows(raw, f.data, feat)
-		}
-	}
+	x, n, err := inputRows(raw, f.data, a.Preprocessing, a.Arch)
 	if err != nil {
 		return usagef("--data: %v", err)
 	}
@@ -265,7 +342,13 @@ func cmdPredict(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return writePredictions(stdout, logits, n, a.Arch.Classes, f.proba, f.format)
+	// Every line is made before any is printed: an error prints nothing.
+	var buf bytes.Buffer
+	if err := writePredictions(&buf, logits, n, a.Arch.Classes, f.proba, f.format); err != nil {
+		return err
+	}
+	_, err = stdout.Write(buf.Bytes())
+	return err
 }
 
 // readBounded reads the file at path, at most maxPredictBytes.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,7 +83,11 @@ func (f *trainFlags) saveModel(out *trainJSON, rc *runConfig, res *engine.Result
 	if err != nil {
 		return refuse(err)
 	}
-	a := &model.Artifact{Arch: rc.cfg.Arch, Params: res.Model, Preprocessing: model.Preprocessing{Dataset: f.dataset}, Guarantee: g}
+	pre, err := f.preprocessing()
+	if err != nil {
+		return refuse(err)
+	}
+	a := &model.Artifact{Arch: rc.cfg.Arch, Params: res.Model, Preprocessing: pre, Guarantee: g}
 	st, err := model.EncodeSafetensors(a)
 	if err != nil {
 		return fmt.Errorf("--save %s: %w", f.save, err)
@@ -99,4 +104,24 @@ func (f *trainFlags) saveModel(out *trainJSON, rc *runConfig, res *engine.Result
 			f.save, safetensorsPath(f.save))
 	}
 	return nil
+}
+
+// preprocessing is the saved model's preprocessing: the built-in dataset's name, or for the
+// user's own data its kind (csv, idx) and the schema it was encoded with, the validated
+// schema as JSON (--label applied). That schema is the public document the user wrote: it
+// holds nothing read from the data, and the model holds no path of it or of the data.
+func (f *trainFlags) preprocessing() (model.Preprocessing, error) {
+	p := model.Preprocessing{Dataset: f.dataset}
+	if f.dataset != model.DatasetCSV && f.dataset != model.DatasetIDX {
+		return p, nil
+	}
+	if f.own.encodedWith == nil {
+		return p, errors.New("the schema the data was encoded with is unknown")
+	}
+	js, err := json.Marshal(f.own.encodedWith)
+	if err != nil {
+		return p, fmt.Errorf("encoding the schema: %w", err)
+	}
+	p.Schema = js
+	return p, nil
 }

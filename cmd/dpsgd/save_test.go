@@ -234,6 +234,11 @@ var allowedKeys = map[string]bool{
 	"arch.Conv[].Pad": true, "arch.Conv[].PoolKernel": true, "arch.Conv[].PoolStride": true,
 	"dtype": true, "tensors": true, "tensors[].name": true, "tensors[].shape": true,
 	"preprocessing": true, "preprocessing.dataset": true, "preprocessing.schema": true,
+	// The schema of the user's own data, as the user wrote it (never its drafted "warning").
+	"preprocessing.schema.label": true, "preprocessing.schema.label.column": true, "preprocessing.schema.label.classes": true,
+	"preprocessing.schema.missing_values": true, "preprocessing.schema.columns": true, "preprocessing.schema.columns[].name": true,
+	"preprocessing.schema.columns[].type": true, "preprocessing.schema.columns[].lo": true, "preprocessing.schema.columns[].hi": true,
+	"preprocessing.schema.columns[].scale": true, "preprocessing.schema.columns[].categories": true, "preprocessing.schema.columns[].missing": true,
 	"guarantee": true, "guarantee.statement": true, "guarantee.epsilon": true, "guarantee.delta": true, "guarantee.steps": true,
 	"guarantee.epsilon_steps": true, "guarantee.accountant": true, "guarantee.sampler": true, "guarantee.adjacency": true,
 	"guarantee.mechanism": true, "guarantee.secure": true, "guarantee.ledger": true,
@@ -270,6 +275,38 @@ func keyPaths(prefix string, v any, out map[string]bool) {
 	}
 }
 
+// manifestByHand reads the model file at path as an attacker would, not through package
+// model: the framing (magic, version, manifest, parameters, SHA-256 of the rest), then the
+// manifest, every key of which must be on allowedKeys. It returns the file, the manifest and
+// the parameter block's length in bytes.
+func manifestByHand(t *testing.T, path string) (data []byte, doc map[string]any, paramBytes uint64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data[:8]) != "DPSGDMDL" || binary.LittleEndian.Uint32(data[8:]) != 1 {
+		t.Fatalf("magic %q, version %d", data[:8], binary.LittleEndian.Uint32(data[8:]))
+	}
+	n := binary.LittleEndian.Uint64(data[12:])
+	manifest := data[20 : 20+n]
+	m := binary.LittleEndian.Uint64(data[20+n:])
+	if sum := sha256.Sum256(data[:len(data)-32]); 28+n+m+32 != uint64(len(data)) || !bytes.Equal(sum[:], data[len(data)-32:]) {
+		t.Fatalf("framing: manifest %d, parameters %d, file %d bytes; checksum ok %v", n, m, len(data), bytes.Equal(sum[:], data[len(data)-32:]))
+	}
+	if err := json.Unmarshal(manifest, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	keyPaths("", doc, keys)
+	for k := range keys {
+		if !allowedKeys[k] {
+			t.Errorf("the model file holds key %q, which is not on the list of public keys", k)
+		}
+	}
+	return data, doc, m
+}
+
 // TestSavedModelHoldsNothingPrivate is the attacker's look at a saved model: it reads every byte
 // of both files by hand (not through package model) and finds only the allowed keys, a
 // parameter block of exactly the architecture's size, and neither the seed (in decimal, in hex,
@@ -286,31 +323,7 @@ func TestSavedModelHoldsNothingPrivate(t *testing.T) {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	tr := lastJSON(t, out)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The framing, read by hand: magic, version, manifest, parameters, SHA-256 of the rest.
-	if string(data[:8]) != "DPSGDMDL" || binary.LittleEndian.Uint32(data[8:]) != 1 {
-		t.Fatalf("magic %q, version %d", data[:8], binary.LittleEndian.Uint32(data[8:]))
-	}
-	n := binary.LittleEndian.Uint64(data[12:])
-	manifest := data[20 : 20+n]
-	m := binary.LittleEndian.Uint64(data[20+n:])
-	if sum := sha256.Sum256(data[:len(data)-32]); 28+n+m+32 != uint64(len(data)) || !bytes.Equal(sum[:], data[len(data)-32:]) {
-		t.Fatalf("framing: manifest %d, parameters %d, file %d bytes; checksum ok %v", n, m, len(data), bytes.Equal(sum[:], data[len(data)-32:]))
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(manifest, &doc); err != nil {
-		t.Fatal(err)
-	}
-	keys := map[string]bool{}
-	keyPaths("", doc, keys)
-	for k := range keys {
-		if !allowedKeys[k] {
-			t.Errorf("the model file holds key %q, which is not on the list of public keys", k)
-		}
-	}
+	data, doc, m := manifestByHand(t, path)
 	ck, err := checkpoint.Load(ckpt)
 	if err != nil {
 		t.Fatal(err)
