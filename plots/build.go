@@ -143,10 +143,19 @@ func (f Figure) build(width vg.Length) (*panel, error) {
 	names := legendNames(f, explicit)
 	var coinc []Coincidence
 	dealt := map[Coincidence]bool{}
-	box, entries := f.legend(ds)
+	box, entries := f.legend(ds, false)
 	for range 6 {
 		if !box.empty() {
-			box.place(p, f.Legend, samples(ds, p, w, h), w, h, minShare())
+			// Notes inline or on rows of their own: whichever box hides
+			// less, or needs less room.
+			ss := samples(ds, p, w, h)
+			pos, sh, hits := box.choose(f.Legend, ss, w, h, minShare())
+			if alt, _ := f.legend(ds, true); alt.h != box.h {
+				if ap, as, ah := alt.choose(f.Legend, ss, w, h, minShare()); as > sh || (as == sh && ah < hits) {
+					box, pos, sh = alt, ap, as
+				}
+			}
+			box.place(p, pos, sh)
 			remeasure()
 			remeasure()
 		}
@@ -159,7 +168,7 @@ func (f Figure) build(width vg.Length) (*panel, error) {
 			}
 		}
 		if found {
-			box, entries = f.legend(ds) // with the notes: place it again
+			box, entries = f.legend(ds, false) // with the notes: place it again
 			continue
 		}
 		// Remeasuring can move the data a little under the legend: place
@@ -203,8 +212,10 @@ func (f Figure) build(width vg.Length) (*panel, error) {
 }
 
 // legend returns the legend box of the drawn series ds (the named ones,
-// with their notes) and the key, and its entries.
-func (f Figure) legend(ds []*drawnSeries) (*legendBox, []string) {
+// with their notes) and the key, and its entries. A note follows its name
+// after a dash, or, with split, in parentheses on a row of its own (a
+// narrower but taller box).
+func (f Figure) legend(ds []*drawnSeries, split bool) (*legendBox, []string) {
 	box := newLegendBox()
 	var entries []string
 	for _, d := range ds {
@@ -220,8 +231,15 @@ func (f Figure) legend(ds []*drawnSeries) (*legendBox, []string) {
 		if d.points || d.marks {
 			thumbs = append(thumbs, glyphThumb(d.glyph))
 		}
-		box.add(name, thumbs...)
 		entries = append(entries, name)
+		if !split || len(d.notes) == 0 {
+			box.add(name, thumbs...)
+			continue
+		}
+		box.add(s.Name, thumbs...)
+		for _, n := range d.notes {
+			box.add("(" + n + ")")
+		}
 	}
 	for _, k := range f.Key {
 		box.add(k.Name, lineThumb(draw.LineStyle{Color: keyColor, Width: lineWidth, Dashes: styleDashes[k.Style]}))

@@ -142,35 +142,48 @@ func (b *legendBox) squeeze(pos LegendPos, samples []vg.Point, w, h vg.Length) f
 	return 0.995 * free / worst // a little slack against rounding
 }
 
-// place puts the box in corner want (LegendAuto: the corner needing the
-// least room, ties in the order of corners) and widens the y axis of p so
-// that the box clears the samples, as long as the data keep at least the
-// share minShare of the axis (0 < minShare ≤ 1; above 1: never widen).
-func (b *legendBox) place(p *plot.Plot, want LegendPos, samples []vg.Point, w, h vg.Length, minShare float64) {
-	cands := corners[:]
-	if want != LegendAuto {
-		cands = []LegendPos{want}
-	}
-	best, bestS, bestHits := cands[0], -1.0, math.MaxInt
-	for _, c := range cands {
+// choose picks the box's corner: want, unless the box cannot clear the
+// samples there, or want is LegendAuto: then the corner needing the least
+// room (ties in the order of corners). It returns the corner, the share s of
+// the y axis the data must be squeezed into for the box to clear them there
+// (1: none; 0: the share needed is below minShare, and hits samples stay
+// hidden).
+func (b *legendBox) choose(want LegendPos, samples []vg.Point, w, h vg.Length, minShare float64) (pos LegendPos, s float64, hits int) {
+	room := func(c LegendPos) float64 {
 		s := b.squeeze(c, samples, w, h)
-		if s < minShare {
-			s = 0 // no room to be made: rank by the data hidden
+		if s < 1 && s < minShare {
+			return 0 // no room to be made
 		}
-		hits := b.hits(c, samples, w, h)
-		if s > bestS || (s == bestS && s == 0 && hits < bestHits) {
-			best, bestS, bestHits = c, s, hits
+		return s
+	}
+	if want != LegendAuto {
+		if s := room(want); s > 0 {
+			return want, s, 0
 		}
 	}
-	b.pos = best
-	if bestS <= 0 || bestS >= 1 {
+	pos, s, hits = corners[0], -1, math.MaxInt
+	for _, c := range corners {
+		cs, ch := room(c), b.hits(c, samples, w, h)
+		if cs > s || (cs == s && cs == 0 && ch < hits) {
+			pos, s, hits = c, cs, ch
+		}
+	}
+	if s > 0 {
+		hits = 0
+	}
+	return pos, s, hits
+}
+
+// place puts the box in corner pos and widens the y axis of p so that the
+// data take the share s of it (0 < s < 1; otherwise it is left alone), the
+// end away from the legend fixed.
+func (b *legendBox) place(p *plot.Plot, pos LegendPos, s float64) {
+	b.pos = pos
+	if s <= 0 || s >= 1 {
 		return
 	}
-	// Widen the y axis (axis coordinates, see toAxis) so that the old range
-	// takes the share bestS of the new one, the end away from the legend
-	// fixed.
-	span := (p.Y.Max - p.Y.Min) / bestS
-	if best == LegendTopLeft || best == LegendTopRight {
+	span := (p.Y.Max - p.Y.Min) / s // axis coordinates, see toAxis
+	if pos == LegendTopLeft || pos == LegendTopRight {
 		p.Y.Max = p.Y.Min + span
 	} else {
 		p.Y.Min = p.Y.Max - span

@@ -116,8 +116,9 @@ type Figure struct {
 	// XLim and YLim fix the axis ranges when Lim[0] < Lim[1]; the zero
 	// value means "fit the data" (and, for YLim, make room for the legend).
 	XLim, YLim [2]float64
-	// Legend places the legend in a corner of the data area; the zero
-	// value, LegendAuto, picks the corner that hides the fewest data.
+	// Legend places the legend in a corner of the data area, unless it
+	// would hide data there that making room (see YLim) cannot clear; the
+	// zero value, LegendAuto, picks the corner that needs the least room.
 	Legend LegendPos
 }
 

@@ -341,7 +341,7 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 	steps := epochs * perEpoch
 	fig := plots.Figure{
 		Title: fmt.Sprintf("Trade-off curves of %d epochs of %s sampling at noise multiplier σ = %s", epochs, f.sampler, bench.Num(f.sigma)),
-		Subtitle: fmt.Sprintf("%d steps per epoch (N = %d, batch %d), one curve per accountant. Each curve is the least type II error of any membership test at each type I error: higher is more private. Dashed: an approximation, not a guarantee.",
+		Subtitle: fmt.Sprintf("%d steps per epoch (N = %d, batch %d), one curve per accountant. Each curve is the least type II error of any membership test at each type I error: higher is more private. Dashed: not a guarantee (an approximation or a lower bound).",
 			perEpoch, f.datasetSize, f.batch),
 		XLabel: "type I error α (false positive rate of a membership test)", YLabel: "type II error β (false negative rate)",
 	}
@@ -380,6 +380,9 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 		s := plots.Series{Name: fmt.Sprintf("%s (%s)", m, kind), Color: i}
 		if kind != accounting.KindGuarantee {
 			s.Style = plots.Dashed
+		}
+		if kind == accounting.KindLowerBound {
+			s.Name = fmt.Sprintf("%s (lower bound: the true curve lies on or below it)", m)
 		}
 		top := 0.0
 		for _, a := range linGrid(0, 1, 201) {
