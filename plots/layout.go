@@ -11,8 +11,9 @@ import (
 // readability (see Layouts).
 type Layout struct {
 	Title, Subtitle []string // lines, as wrapped
-	// Legend holds the entries as drawn: the named series, with a note where
-	// a line lies on another, then the Key.
+	// Legend holds the entries: the named series, with a note after " — "
+	// where a line lies on another (drawn after the name, or in parentheses
+	// on a row of its own when that needs less room), then the Key.
 	Legend    []string
 	LegendPos LegendPos // the corner the legend went to
 	// XTicks and YTicks are the tick labels, in axis order.

@@ -83,6 +83,18 @@ func TestCoincide(t *testing.T) {
 			t.Error("no marks on the upper line of the same colour")
 		}
 	})
+	t.Run("same style", func(t *testing.T) {
+		f := Figure{Title: "t", Series: []Series{
+			{Name: "a", X: x, Y: y, Color: 2}, {Name: "b", X: x, Y: y2, Color: 4}, {Name: "c", X: x, Y: y, Color: 2},
+		}}
+		p, l := build1(t, f)
+		if !slices.Equal(l.Coincide, []Coincidence{{Under: 0, Over: 2}}) || l.Legend[0] != "a — coincides with c" {
+			t.Errorf("Coincide %v, legend %q", l.Coincide, l.Legend)
+		}
+		if !p.ds[2].marks || p.ds[0].marks || p.ds[1].marks {
+			t.Error("identical lines: no marks on the upper one, or marks elsewhere")
+		}
+	})
 	t.Run("key styles", func(t *testing.T) {
 		f := Figure{Title: "t", Key: []KeyEntry{{Name: "bound", Style: Solid}}, Series: []Series{
 			{Name: "σ = 0.75", X: x, Y: y, Color: 1}, {Name: "σ = 1.5", X: x, Y: y, Color: 3},
@@ -129,6 +141,24 @@ func TestLegendClearsData(t *testing.T) {
 	_, l = build1(t, Figure{Title: "t", Series: ss, LogY: true})
 	if len(l.Problems) != 0 {
 		t.Errorf("log y: problems: %q", l.Problems)
+	}
+}
+
+// TestLegendGivesWay: an asked-for corner is kept while the legend can
+// clear the data there, and given up for a free one when it cannot.
+func TestLegendGivesWay(t *testing.T) {
+	x, y := line(0, 1, 20, func(x float64) float64 { return 1 - x })
+	for _, c := range []struct {
+		ylim [2]float64
+		want LegendPos
+	}{
+		{[2]float64{}, LegendTopLeft},             // room made above the falling line
+		{[2]float64{-0.03, 1.03}, LegendTopRight}, // fixed range: the first free corner
+	} {
+		_, l := build1(t, Figure{Title: "t", Series: []Series{{Name: "falling", X: x, Y: y}}, Legend: LegendTopLeft, XLim: [2]float64{-0.03, 1.03}, YLim: c.ylim})
+		if l.LegendPos != c.want || len(l.Problems) != 0 {
+			t.Errorf("YLim %v: legend at %v (problems %q), want %v", c.ylim, l.LegendPos, l.Problems, c.want)
+		}
 	}
 }
 
