@@ -44,7 +44,10 @@ require (
 	gorgonia.org/vecf64 v0.9.0 // indirect
 )
 
-require gonum.org/v1/plot v0.15.2
+require (
+	golang.org/x/image v0.25.0
+	gonum.org/v1/plot v0.15.2
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -55,6 +58,5 @@ require (
 	github.com/campoy/embedmd v1.0.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	golang.org/x/image v0.25.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 )

@@ -3,17 +3,50 @@ package plots
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/recorder"
 )
 
-// build validates f and returns its plot.
-func (f Figure) build() (*plot.Plot, error) {
+// lineWidth is the width of every series' line; two lines whose centres
+// stay within coincideTol of each other look like one.
+var (
+	lineWidth   = vg.Points(1.5)
+	coincideTol = vg.Points(1.5)
+	// alternate is the dash pattern of a solid line drawn over another
+	// line of another colour: the two colours alternate along it.
+	alternate = []vg.Length{vg.Points(5), vg.Points(5)}
+)
+
+// panel is one laid-out figure: its plot, header and what a reader sees.
+type panel struct {
+	plot   *plot.Plot
+	header header
+	layout Layout
+	ds     []*drawnSeries
+}
+
+// drawnSeries is a series with at least one drawable point, as drawn.
+type drawnSeries struct {
+	idx    int // index in Figure.Series
+	runs   []plotter.XYs
+	color  int            // palette index
+	line   draw.LineStyle // as drawn
+	thumb  draw.LineStyle // in the legend: the declared style
+	glyph  draw.GlyphStyle
+	points bool // a glyph at every point
+	marks  bool // a glyph at a few points: its line lies on an earlier one of its colour
+	notes  []string
+}
+
+// build validates f and lays it out as a panel width points wide.
+func (f Figure) build(width vg.Length) (*panel, error) {
 	if len(f.Series) == 0 {
 		return nil, fmt.Errorf("plots: figure %q: Series is empty, want at least one series: %w", f.Title, ErrInvalid)
 	}
@@ -23,24 +56,29 @@ func (f Figure) build() (*plot.Plot, error) {
 	if err := checkLim("YLim", f.YLim, f.LogY); err != nil {
 		return nil, fmt.Errorf("plots: figure %q: %w", f.Title, err)
 	}
-	p := plot.New()
-	p.Title.Text = f.Title
-	p.X.Label.Text = f.XLabel
-	p.Y.Label.Text = f.YLabel
 	if f.Legend < LegendAuto || f.Legend > LegendBottomRight {
 		return nil, fmt.Errorf("plots: figure %q: Legend = %d, want LegendAuto … LegendBottomRight: %w", f.Title, f.Legend, ErrInvalid)
 	}
-	p.Legend.ThumbnailWidth = vg.Points(28)
+	for i, k := range f.Key {
+		if k.Style < Solid || k.Style > Dotted {
+			return nil, fmt.Errorf("plots: figure %q: Key[%d] %q: Style = %d, want Solid, Dashed or Dotted: %w", f.Title, i, k.Name, k.Style, ErrInvalid)
+		}
+	}
+	p := plot.New()
+	p.X.Label.Text = f.XLabel
+	p.Y.Label.Text = f.YLabel
 	p.Add(plotter.NewGrid())
+	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
+		ax.Tick.Label.Handler = powText{text.Plain{Fonts: font.DefaultCache}}
+	}
+	hd := newHeader(f.Title, f.Subtitle, width-vg.Points(12))
 
-	var names []string    // legend entries
-	var all []plotter.XYs // every drawn run, for legend placement
 	explicit := false
 	for _, s := range f.Series {
 		explicit = explicit || s.Color != 0
 	}
+	var ds []*drawnSeries
 	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	drawn := 0
 	for i, s := range f.Series {
 		if s.Style < Solid || s.Style > Dotted {
 			return nil, fmt.Errorf("plots: figure %q: series %d %q: Style = %d, want Solid, Dashed or Dotted: %w", f.Title, i, s.Name, s.Style, ErrInvalid)
@@ -52,132 +90,208 @@ func (f Figure) build() (*plot.Plot, error) {
 		if len(runs) == 0 {
 			continue
 		}
-		drawn++
-		ci := colorIndex(explicit, i, s.Color)
-		ls := draw.LineStyle{Color: palette[ci], Width: vg.Points(1.5), Dashes: styleDashes[s.Style]}
-		if !explicit && s.Style == Solid {
-			ls.Dashes = dashes[(i/len(palette))%len(dashes)]
-		}
-		var thumbs []plot.Thumbnailer
-		all = append(all, runs...)
-		for k, r := range runs {
-			for _, pt := range r {
+		for _, r := range runs {
+			for k, pt := range r {
+				pt = plotter.XY{X: toAxis(pt.X, f.LogX), Y: toAxis(pt.Y, f.LogY)}
+				r[k] = pt
 				xmin, xmax = math.Min(xmin, pt.X), math.Max(xmax, pt.X)
 				ymin, ymax = math.Min(ymin, pt.Y), math.Max(ymax, pt.Y)
 			}
-			if len(r) > 1 {
-				l, err := plotter.NewLine(r)
-				if err != nil {
-					return nil, fmt.Errorf("plots: figure %q: series %q: %w", f.Title, s.Name, err)
-				}
-				l.LineStyle = ls
-				p.Add(l)
-				if len(thumbs) == 0 {
-					thumbs = append(thumbs, l)
-				}
-			}
-			if s.Points || len(r) == 1 {
-				sc, err := plotter.NewScatter(r)
-				if err != nil {
-					return nil, fmt.Errorf("plots: figure %q: series %q: %w", f.Title, s.Name, err)
-				}
-				sc.GlyphStyle = draw.GlyphStyle{Color: ls.Color, Radius: vg.Points(2.5), Shape: glyphs[i%len(glyphs)]}
-				p.Add(sc)
-				if k == 0 {
-					thumbs = append(thumbs, sc)
-				}
-			}
 		}
-		if s.Name != "" {
-			p.Legend.Add(s.Name, thumbs...)
-			names = append(names, s.Name)
+		d := &drawnSeries{idx: i, runs: runs, color: colorIndex(explicit, i, s.Color), points: s.Points}
+		d.line = draw.LineStyle{Color: palette[d.color], Width: lineWidth, Dashes: styleDashes[s.Style]}
+		if !explicit && s.Style == Solid {
+			d.line.Dashes = dashes[(i/len(palette))%len(dashes)]
 		}
+		d.thumb = d.line
+		d.glyph = draw.GlyphStyle{Color: palette[d.color], Radius: vg.Points(2.5), Shape: glyphs[i%len(glyphs)]}
+		ds = append(ds, d)
 	}
-	if drawn == 0 {
+	if len(ds) == 0 {
 		want := "finite"
 		if f.LogX || f.LogY {
 			want = "finite and positive on the log axes"
 		}
 		return nil, fmt.Errorf("plots: figure %q: none of its %d series has a drawable point, want at least one %s point: %w", f.Title, len(f.Series), want, ErrInvalid)
 	}
-	fitTitle(p, PanelWidth-vg.Points(24))
-
 	setRange(&p.X, xmin, xmax, f.XLim, f.LogX)
 	setRange(&p.Y, ymin, ymax, f.YLim, f.LogY)
-	pos := f.Legend
-	if pos == LegendAuto {
-		pos = bestCorner(p, names, all, f.LogX, f.LogY)
-	}
-	placeLegend(p, pos)
-	return p, nil
-}
 
-// placeLegend puts the legend in corner pos, a little inside the data area.
-func placeLegend(p *plot.Plot, pos LegendPos) {
-	p.Legend.Top = pos == LegendTopRight || pos == LegendTopLeft
-	p.Legend.Left = pos == LegendTopLeft || pos == LegendBottomLeft
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), -vg.Points(4)
-	if p.Legend.Left {
-		p.Legend.XOffs = vg.Points(6)
+	body := draw.Canvas{Canvas: &recorder.Canvas{}, Rectangle: vg.Rectangle{Max: vg.Point{X: width, Y: PanelHeight - hd.height()}}}
+	w, h := width-vg.Points(70), body.Max.Y-vg.Points(50) // a first guess of the data area
+	remeasure := func() {
+		chooseTicks(&p.X, w, true, f.LogX)
+		chooseTicks(&p.Y, h, false, f.LogY)
+		dc := p.DataCanvas(body)
+		w, h = dc.Max.X-dc.Min.X, dc.Max.Y-dc.Min.Y
 	}
-	if !p.Legend.Top {
-		p.Legend.YOffs = vg.Points(4)
-	}
-}
+	remeasure()
+	remeasure()
 
-// bestCorner returns the corner whose legend box (estimated from the entry
-// count and the widest name, against a 6 × 4 in panel's data area of about
-// 370 × 230 pt) covers the fewest samples of the drawn lines (each segment
-// sampled at 8 points, in axis coordinates). Ties go to top right, top left,
-// bottom left, bottom right, in that order.
-func bestCorner(p *plot.Plot, names []string, runs []plotter.XYs, logX, logY bool) LegendPos {
-	if len(names) == 0 {
-		return LegendTopRight
-	}
-	wMax := vg.Length(0)
-	for _, n := range names {
-		wMax = max(wMax, p.Legend.TextStyle.Width(n))
-	}
-	entryH := p.Legend.TextStyle.Height("Xg") + p.Legend.Padding
-	bw := math.Min(0.95, float64(wMax+p.Legend.ThumbnailWidth+vg.Points(16))/370)
-	bh := math.Min(0.95, float64(vg.Length(len(names))*entryH+vg.Points(8))/230)
-	norm := func(v, lo, hi float64, log bool) float64 {
-		if log {
-			return math.Log(v/lo) / math.Log(hi/lo)
+	// The legend goes where it hides no data (making room if need be);
+	// lines that lie on one another are then made both visible, and the
+	// legend says so.
+	// The legend may squeeze the data into minDataShare of the y axis, all
+	// placements together, unless the caller fixed the range.
+	span0 := p.Y.Max - p.Y.Min
+	minShare := func() float64 {
+		if f.YLim != [2]float64{} {
+			return 2
 		}
-		return (v - lo) / (hi - lo)
+		return minDataShare * (p.Y.Max - p.Y.Min) / span0
 	}
-	corners := [...]LegendPos{LegendTopRight, LegendTopLeft, LegendBottomLeft, LegendBottomRight}
-	var count [4]int
-	hit := func(u, v float64) {
-		right, left := u >= 1-bw && u <= 1, u >= 0 && u <= bw
-		top, bottom := v >= 1-bh && v <= 1, v >= 0 && v <= bh
-		for k, c := range [4]bool{top && right, top && left, bottom && left, bottom && right} {
-			if c {
-				count[k]++
-			}
-		}
-	}
-	for _, r := range runs {
-		for i, pt := range r {
-			u, v := norm(pt.X, p.X.Min, p.X.Max, logX), norm(pt.Y, p.Y.Min, p.Y.Max, logY)
-			hit(u, v)
-			if i+1 < len(r) {
-				u2, v2 := norm(r[i+1].X, p.X.Min, p.X.Max, logX), norm(r[i+1].Y, p.Y.Min, p.Y.Max, logY)
-				for s := 1; s < 8; s++ {
-					t := float64(s) / 8
-					hit(u+t*(u2-u), v+t*(v2-v))
+	names := legendNames(f, explicit)
+	var coinc []Coincidence
+	dealt := map[Coincidence]bool{}
+	box, entries := f.legend(ds, false)
+	for range 6 {
+		if !box.empty() {
+			// Notes inline or on rows of their own: whichever box hides
+			// less, or needs less room.
+			ss := samples(ds, p, w, h)
+			pos, sh, hits := box.choose(f.Legend, ss, w, h, minShare())
+			if alt, _ := f.legend(ds, true); alt.h != box.h {
+				if ap, as, ah := alt.choose(f.Legend, ss, w, h, minShare()); as > sh || (as == sh && ah < hits) {
+					box, pos, sh = alt, ap, as
 				}
 			}
+			box.place(p, pos, sh)
+			remeasure()
+			remeasure()
+		}
+		found := false
+		for _, c := range coincide(ds, p, w, h) {
+			if !dealt[c] {
+				dealt[c], found = true, true
+				coinc = append(coinc, c)
+				f.distinguish(ds, c, names)
+			}
+		}
+		if found {
+			box, entries = f.legend(ds, false) // with the notes: place it again
+			continue
+		}
+		// Remeasuring can move the data a little under the legend: place
+		// it again until it clears them.
+		if box.empty() || box.hits(box.pos, samples(ds, p, w, h), w, h) == 0 {
+			break
 		}
 	}
-	best := 0
-	for k := range count {
-		if count[k] < count[best] {
-			best = k
+
+	for _, d := range ds {
+		for k, r := range d.runs {
+			if len(r) > 1 {
+				l, err := plotter.NewLine(r)
+				if err != nil {
+					return nil, fmt.Errorf("plots: figure %q: series %q: %w", f.Title, f.Series[d.idx].Name, err)
+				}
+				l.LineStyle = d.line
+				p.Add(l)
+			}
+			if d.points || len(r) == 1 || d.marks {
+				pts := r
+				if d.marks && !d.points && len(r) > 1 {
+					pts = every(r, 12, k)
+				}
+				sc, err := plotter.NewScatter(pts)
+				if err != nil {
+					return nil, fmt.Errorf("plots: figure %q: series %q: %w", f.Title, f.Series[d.idx].Name, err)
+				}
+				sc.GlyphStyle = d.glyph
+				p.Add(sc)
+			}
 		}
 	}
-	return corners[best]
+	if !box.empty() {
+		p.Add(box)
+	}
+
+	pn := &panel{plot: p, header: hd, ds: ds}
+	pn.layout = f.report(p, box, ds, coinc, entries, hd, w, h)
+	return pn, nil
+}
+
+// legend returns the legend box of the drawn series ds (the named ones,
+// with their notes) and the key, and its entries. A note follows its name
+// after a dash, or, with split, in parentheses on a row of its own (a
+// narrower but taller box).
+func (f Figure) legend(ds []*drawnSeries, split bool) (*legendBox, []string) {
+	box := newLegendBox()
+	var entries []string
+	for _, d := range ds {
+		s := f.Series[d.idx]
+		if s.Name == "" {
+			continue
+		}
+		name := s.Name
+		if len(d.notes) > 0 {
+			name += " — " + strings.Join(d.notes, "; ")
+		}
+		thumbs := []plot.Thumbnailer{lineThumb(d.thumb)}
+		if d.points || d.marks {
+			thumbs = append(thumbs, glyphThumb(d.glyph))
+		}
+		entries = append(entries, name)
+		if !split || len(d.notes) == 0 {
+			box.add(name, thumbs...)
+			continue
+		}
+		box.add(s.Name, thumbs...)
+		for _, n := range d.notes {
+			box.add("(" + n + ")")
+		}
+	}
+	for _, k := range f.Key {
+		box.add(k.Name, lineThumb(draw.LineStyle{Color: keyColor, Width: lineWidth, Dashes: styleDashes[k.Style]}))
+		entries = append(entries, k.Name)
+	}
+	return box, entries
+}
+
+// legendNames returns, for each series, the legend entry that stands for
+// it: its own name, or (when colours are explicit) the name of the first
+// named series of its colour; "" for none.
+func legendNames(f Figure, explicit bool) []string {
+	out := make([]string, len(f.Series))
+	for i, s := range f.Series {
+		out[i] = s.Name
+		if s.Name != "" || !explicit {
+			continue
+		}
+		ci := colorIndex(true, i, s.Color)
+		for k, t := range f.Series {
+			if t.Name != "" && colorIndex(true, k, t.Color) == ci {
+				out[i] = t.Name
+				break
+			}
+		}
+	}
+	return out
+}
+
+// every returns about n points of r spread evenly along it, shifted by
+// phase so that the marks of several runs do not line up.
+func every(r plotter.XYs, n, phase int) plotter.XYs {
+	step := max(1, (len(r)+n-1)/n)
+	var out plotter.XYs
+	for i := (phase * step / 2) % step; i < len(r); i += step {
+		out = append(out, r[i])
+	}
+	return out
+}
+
+// lineThumb is a legend thumbnail of a line style.
+func lineThumb(ls draw.LineStyle) plot.Thumbnailer {
+	l, _ := plotter.NewLine(plotter.XYs{{}})
+	l.LineStyle = ls
+	return l
+}
+
+// glyphThumb is a legend thumbnail of a glyph style.
+func glyphThumb(gs draw.GlyphStyle) plot.Thumbnailer {
+	s, _ := plotter.NewScatter(plotter.XYs{{}})
+	s.GlyphStyle = gs
+	return s
 }
 
 // checkLim validates an axis limit pair: zero (auto) or lo < hi, finite,
@@ -223,43 +337,6 @@ func (s Series) runs(logX, logY bool) ([]plotter.XYs, error) {
 	return runs, nil
 }
 
-// fitTitle shrinks the title font (down to 8 pt) and, if that is not
-// enough, breaks the title into two lines at the space nearest its middle,
-// so that it fits in width.
-func fitTitle(p *plot.Plot, width vg.Length) {
-	if p.Title.Text == "" {
-		return
-	}
-	orig := p.Title.TextStyle.Font.Size
-	try := func(txt string, minSize vg.Length) bool {
-		st := p.Title.TextStyle
-		for size := orig; size >= minSize; size -= vg.Points(0.5) {
-			st.Font.Size = size
-			if st.Width(txt) <= width {
-				p.Title.Text, p.Title.TextStyle = txt, st
-				return true
-			}
-		}
-		return false
-	}
-	if try(p.Title.Text, vg.Points(10)) {
-		return
-	}
-	txt, mid, cut := p.Title.Text, len(p.Title.Text)/2, -1
-	for i := range txt {
-		if txt[i] == ' ' && (cut < 0 || abs(i-mid) < abs(cut-mid)) {
-			cut = i
-		}
-	}
-	if cut > 0 {
-		txt = txt[:cut] + "\n" + txt[cut+1:]
-	}
-	if !try(txt, vg.Points(8)) {
-		p.Title.Text = txt
-		p.Title.TextStyle.Font.Size = vg.Points(8)
-	}
-}
-
 // colorIndex is the palette entry of series i (see Series.Color).
 func colorIndex(explicit bool, i, color int) int {
 	if explicit {
@@ -268,115 +345,40 @@ func colorIndex(explicit bool, i, color int) int {
 	return ((i % len(palette)) + len(palette)) % len(palette)
 }
 
-func abs(x int) int {
-	if x < 0 {
-		return -x
+// toAxis maps a data value to axis coordinates: log10 on a log axis.
+// Log axes are drawn as linear axes of log10 of the data (with ticks
+// labelled in data values), which keeps gonum's layout linear: it centres
+// its padding for an axis label on the arithmetic middle of the range.
+func toAxis(v float64, log bool) float64 {
+	if log {
+		return math.Log10(v)
 	}
-	return x
+	return v
 }
 
-// setRange sets an axis' range (the limits if given, else the data range
-// padded by 3% on each side, and widened when degenerate), scale and ticks.
+// fromAxis is the inverse of toAxis.
+func fromAxis(v float64, log bool) float64 {
+	if log {
+		return math.Pow(10, v)
+	}
+	return v
+}
+
+// setRange sets an axis' range in axis coordinates (see toAxis): the
+// limits if given, else the data range lo … hi padded by 3% on each side,
+// and widened when degenerate.
 func setRange(ax *plot.Axis, lo, hi float64, lim [2]float64, log bool) {
 	switch {
 	case lim != [2]float64{}:
-		lo, hi = lim[0], lim[1]
+		lo, hi = toAxis(lim[0], log), toAxis(lim[1], log)
 	case lo == hi && log:
-		lo, hi = lo/2, hi*2
+		lo, hi = lo-math.Log10(2), hi+math.Log10(2)
 	case lo == hi:
 		d := math.Max(math.Abs(lo)/2, 0.5)
 		lo, hi = lo-d, hi+d
-	case log:
-		r := math.Pow(hi/lo, 0.03)
-		lo, hi = lo/r, hi*r
 	default:
 		d := 0.03 * (hi - lo)
 		lo, hi = lo-d, hi+d
 	}
 	ax.Min, ax.Max = lo, hi
-	if log {
-		ax.Scale = plot.LogScale{}
-		ax.Tick.Marker = logTicks{}
-	} else {
-		ax.Tick.Marker = linTicks{}
-	}
-}
-
-// linTicks is gonum's default linear ticker with labels printed to enough
-// digits to tell neighbours apart (the default can print 1.05 as "1.1").
-type linTicks struct{}
-
-func (linTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i, t := range ticks {
-		if t.Label == "" {
-			continue
-		}
-		v := t.Value
-		if math.Abs(v) < 1e-9*(hi-lo) {
-			v = 0
-		}
-		ticks[i].Label = formatTick(v)
-	}
-	return ticks
-}
-
-// logTicks marks a log axis: a labelled tick at each power of ten (every
-// k-th one over more than 10 decades), minor ticks at 2…9 × 10ᵏ when there
-// are at most 10 decades, and labels at 2× and 5× as well when the range spans less
-// than 1.5 decades. A range too narrow for two labels gets gonum's default
-// (linear) ticks.
-type logTicks struct{}
-
-func (logTicks) Ticks(lo, hi float64) []plot.Tick {
-	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
-		return nil
-	}
-	kLo := int(math.Floor(math.Log10(lo)))
-	kHi := int(math.Ceil(math.Log10(hi)))
-	decades := kHi - kLo
-	narrow := math.Log10(hi/lo) < 1.5
-	step := 1
-	if decades > 10 {
-		step = (decades + 9) / 10
-	}
-	var ticks []plot.Tick
-	labels := 0
-	add := func(v float64, label bool) {
-		if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
-			return
-		}
-		t := plot.Tick{Value: v}
-		if label {
-			t.Label = formatTick(v)
-			labels++
-		}
-		ticks = append(ticks, t)
-	}
-	for k := kLo; k <= kHi; k++ {
-		base := math.Pow(10, float64(k))
-		add(base, (k-kLo)%step == 0)
-		if decades <= 10 {
-			for m := 2; m <= 9; m++ {
-				add(float64(m)*base, narrow && (m == 2 || m == 5))
-			}
-		}
-	}
-	if labels < 2 {
-		return plot.DefaultTicks{}.Ticks(lo, hi)
-	}
-	return ticks
-}
-
-// formatTick prints v to 10 significant digits, trailing zeros dropped,
-// as "1e-5" outside [10⁻³, 10⁴).
-func formatTick(v float64) string {
-	v, _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 10, 64), 64) // round to 10 digits
-	if v != 0 && (math.Abs(v) < 1e-3 || math.Abs(v) >= 1e4) {
-		m := strconv.FormatFloat(v, 'e', -1, 64)
-		i := strings.IndexByte(m, 'e')
-		e, _ := strconv.Atoi(m[i+1:])
-		return m[:i] + "e" + strconv.Itoa(e)
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
 )
 
 // checkFiles checks that pathNoExt.png decodes to w × h pixels and that
@@ -175,47 +175,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestLogTicks: labels at every power of ten in range, thinned past ten
-// decades, 2× and 5× on narrow ranges, default ticks on very narrow ones.
-func TestLogTicks(t *testing.T) {
-	labels := func(lo, hi float64) []float64 {
-		var out []float64
-		for _, tk := range (logTicks{}).Ticks(lo, hi) {
-			if tk.Value < lo*(1-1e-9) || tk.Value > hi*(1+1e-9) {
-				t.Errorf("[%g, %g]: tick %g out of range", lo, hi, tk.Value)
-			}
-			if tk.Label != "" {
-				out = append(out, tk.Value)
-			}
-		}
-		return out
-	}
-	if got := labels(3e-6, 0.5); len(got) != 5 || got[0] != 1e-5 || got[4] != 0.1 {
-		t.Errorf("[3e-6, 0.5]: labels %v, want 1e-5 … 0.1", got)
-	}
-	if got := labels(1e-300, 1); len(got) < 4 || len(got) > 11 {
-		t.Errorf("[1e-300, 1]: %d labels, want 4–11", len(got))
-	}
-	if got := labels(0.5, 2); len(got) != 3 {
-		t.Errorf("[0.5, 2]: labels %v, want 0.5, 1, 2", got)
-	}
-	if got := labels(1.1, 1.3); len(got) < 2 {
-		t.Errorf("[1.1, 1.3]: labels %v, want at least two (default ticks)", got)
-	}
-	seen := map[string]bool{}
-	for _, tk := range (linTicks{}).Ticks(1.03, 1.22) {
-		if tk.Label != "" && seen[tk.Label] {
-			t.Errorf("linear ticks on [1.03, 1.22]: label %q twice", tk.Label)
-		}
-		seen[tk.Label] = true
-	}
-	for v, want := range map[float64]string{1e-5: "1e-5", 0.01: "0.01", 1e6: "1e6", 1e4: "1e4", 2e-7: "2e-7", 1000: "1000", 1.0500000000000003: "1.05", 2.5e-12: "2.5e-12", 0: "0"} {
-		if got := formatTick(v); got != want {
-			t.Errorf("formatTick(%g) = %q, want %q", v, got, want)
-		}
-	}
-}
-
 // TestSkipsEmptySeries: a series with no drawable point is left out (not in
 // the legend) while the others are drawn.
 func TestSkipsEmptySeries(t *testing.T) {
@@ -248,24 +207,18 @@ func TestLegendAuto(t *testing.T) {
 		{[]float64{0, 0.5, 1, 1, 1}, LegendTopLeft},        // a rise to a plateau
 	} {
 		f := Figure{Series: []Series{{Name: "a", X: x, Y: c.y}}, XLim: [2]float64{0, 1}, YLim: [2]float64{0, 1}}
-		p, err := f.build()
+		ls, err := Layouts(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pos := LegendBottomRight
-		switch {
-		case p.Legend.Top && !p.Legend.Left:
-			pos = LegendTopRight
-		case p.Legend.Top:
-			pos = LegendTopLeft
-		case p.Legend.Left:
-			pos = LegendBottomLeft
+		if ls[0].LegendPos != c.want {
+			t.Errorf("y = %v: legend at %v, want %v", c.y, ls[0].LegendPos, c.want)
 		}
-		if pos != c.want {
-			t.Errorf("y = %v: legend at %d, want %d", c.y, pos, c.want)
+		if len(ls[0].Problems) != 0 {
+			t.Errorf("y = %v: problems %q", c.y, ls[0].Problems)
 		}
 	}
-	if _, err := (Figure{Series: []Series{{X: x, Y: x}}, Legend: 9}).build(); !errors.Is(err, ErrInvalid) {
+	if _, err := Layouts(Figure{Series: []Series{{X: x, Y: x}}, Legend: 9}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Legend = 9: err = %v, want ErrInvalid", err)
 	}
 }
@@ -285,25 +238,35 @@ func TestColors(t *testing.T) {
 	}
 }
 
-// TestFitTitle: a title too wide for the panel is shrunk, then wrapped, and
-// ends up no wider than the panel; a short one is left alone.
-func TestFitTitle(t *testing.T) {
-	long := "van Dijk & Ertan Fig. 2 (left): asymptotic μ per unit c = √(E/M) — display only, not a bound, and then some more words"
-	f := Figure{Title: long, Series: []Series{{Name: "s", X: []float64{0, 1}, Y: []float64{0, 1}}}}
-	p, err := f.build()
-	if err != nil {
-		t.Fatal(err)
+// TestHeader: a title too wide for the panel is shrunk, then wrapped, and
+// every line ends up no wider than the panel; a short one is left alone; the
+// subtitle is wrapped too; the header band grows with the lines.
+func TestHeader(t *testing.T) {
+	long := "Asymptotic μ-GDP of E epochs of M rounds per unit √(E/M) against σ, with the ratio of the two coefficients and then some more words"
+	width := PanelWidth - vg.Points(12)
+	h := newHeader(long, long+" "+long, width)
+	if len(h.title) < 2 || len(h.subtitle) < 3 {
+		t.Errorf("title in %d lines, subtitle in %d, want ≥ 2 and ≥ 3", len(h.title), len(h.subtitle))
 	}
-	if w := p.Title.TextStyle.Width(p.Title.Text); w > PanelWidth {
-		t.Errorf("title %.0f pt wide, panel %.0f pt", w.Points(), PanelWidth.Points())
+	for _, l := range h.title {
+		if w := h.titleStyle.Width(l); w > width {
+			t.Errorf("title line %q is %.0f pt wide, panel %.0f pt", l, w.Points(), width.Points())
+		}
 	}
-	if !strings.Contains(p.Title.Text, "\n") {
-		t.Errorf("long title not wrapped: %q", p.Title.Text)
+	for _, l := range h.subtitle {
+		if w := h.subtitleStyle.Width(l); w > width {
+			t.Errorf("subtitle line %q is %.0f pt wide, panel %.0f pt", l, w.Points(), width.Points())
+		}
 	}
-	f.Title = "short"
-	p, _ = f.build()
-	if p.Title.Text != "short" || p.Title.TextStyle.Font.Size != plot.New().Title.TextStyle.Font.Size {
-		t.Errorf("short title changed: %q at %v", p.Title.Text, p.Title.TextStyle.Font.Size)
+	if got := strings.Join(h.title, " "); got != long {
+		t.Errorf("wrapped title %q lost words of %q", got, long)
+	}
+	short := newHeader("short", "", width)
+	if len(short.title) != 1 || short.title[0] != "short" || short.titleStyle.Font.Size != titleSize || short.height() >= h.height() {
+		t.Errorf("short title: %q at %v, header %v (long: %v)", short.title, short.titleStyle.Font.Size, short.height(), h.height())
+	}
+	if newHeader("", "", width).height() != 0 {
+		t.Error("no title, no subtitle: header band not empty")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dpsgd/dpsgd/bench"
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/plots"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -90,28 +91,59 @@ func cmdPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", f.out, err)
-	}
 	names := figureNames
 	if f.figure != "all" {
 		names = []string{f.figure}
 	}
+	drawn, err := f.draw(ctx, names, stdout)
+	if err != nil {
+		return err
+	}
+	for _, d := range drawn {
+		for i, l := range d.layouts {
+			for _, p := range l.Problems {
+				fmt.Fprintf(stderr, "dpsgd plot: warning: figure %s, panel %d: %s\n", d.name, i+1, p)
+			}
+		}
+	}
+	return nil
+}
+
+// drawnFigure is a figure written by dpsgd plot: its name, panels and
+// what a reader sees of each panel.
+type drawnFigure struct {
+	name    string
+	figs    []plots.Figure
+	layouts []plots.Layout
+}
+
+// draw computes the named figures and writes each to --out as NAME.png and
+// NAME.svg, saying so on stdout.
+func (f *plotFlags) draw(ctx context.Context, names []string, stdout io.Writer) ([]drawnFigure, error) {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return nil, fmt.Errorf("--out %s: %w", f.out, err)
+	}
+	var out []drawnFigure
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		figs, err := f.build(name)
 		if err != nil {
-			return fmt.Errorf("figure %s: %w", name, err)
+			return nil, fmt.Errorf("figure %s: %w", name, err)
+		}
+		layouts, err := plots.Layouts(figs...)
+		if err != nil {
+			return nil, fmt.Errorf("figure %s: %w", name, err)
 		}
 		path := filepath.Join(f.out, name)
 		if err := plots.SavePanels(path, figs...); err != nil {
-			return fmt.Errorf("figure %s: %w", name, err)
+			return nil, fmt.Errorf("figure %s: %w", name, err)
 		}
 		fmt.Fprintf(stdout, "wrote %s.png and %s.svg\n", path, path)
+		out = append(out, drawnFigure{name: name, figs: figs, layouts: layouts})
 	}
-	return nil
+	return out, nil
 }
 
 // build computes the figure named name: one or more panels of one image.
@@ -153,6 +185,13 @@ func linGrid(lo, hi float64, n int) []float64 {
 
 var fig1Sigmas = []float64{0.5, 0.75, 1, 1.5, 2}
 
+// allocationKey explains the line styles of fig1 and fig3: one per method.
+var allocationKey = []plots.KeyEntry{
+	{Name: "Berry–Esseen bound (Theorem 4.1)", Style: plots.Solid},
+	{Name: "exact value", Style: plots.Dashed},
+	{Name: "chi-square bound", Style: plots.Dotted},
+}
+
 // fig1 is van Dijk & Ertan's Figure 1: the one-epoch δ (a TV) against M for several σ,
 // with the exact and chi-square values beside the Berry–Esseen bound.
 func (f *plotFlags) fig1() ([]plots.Figure, error) {
@@ -162,8 +201,10 @@ func (f *plotFlags) fig1() ([]plots.Figure, error) {
 	}
 	ms := logGrid(1e2, 1e9, n)
 	fig := plots.Figure{
-		Title:  "van Dijk & Ertan Fig. 1: one epoch of random allocation, δ (TV) vs M. Solid: Berry–Esseen (Thm 4.1), dashed: exact, dotted: chi-square",
-		XLabel: "rounds per epoch M", YLabel: "δ (total variation)", LogX: true, LogY: true,
+		Title:    "Privacy of one epoch of random allocation: δ against the number of rounds M",
+		Subtitle: "δ is the total variation distance after one epoch; colours: noise multiplier σ. After Figure 1 of van Dijk & Ertan.",
+		XLabel:   "rounds (steps) per epoch M", YLabel: "δ (total variation, one epoch)", LogX: true, LogY: true,
+		Key: allocationKey,
 	}
 	for i, sigma := range fig1Sigmas {
 		var be, ex, cs plots.Series
@@ -203,8 +244,8 @@ func (f *plotFlags) fig2() ([]plots.Figure, error) {
 	}
 	sigmas := linGrid(0.3, 5, n)
 	var alloc, sub, ratio, ref plots.Series
-	alloc.Name, sub.Name = "random allocation (= Poisson CLT): √(exp(1/σ²) − 1)", "uniform subsampling (DRS Cor. 5.4)"
-	ratio.Name, ref.Name = "μ_sub / μ_allocation", "(1+√2)/2"
+	alloc.Name, sub.Name = "random allocation (= Poisson, CLT): √(exp(1/σ²) − 1)", "uniform subsampling (Dong, Roth & Su, Cor. 5.4)"
+	ratio.Name, ref.Name = "ratio of the two coefficients", "(1+√2)/2 ≈ 1.207"
 	ref.Style = plots.Dashed
 	for _, s := range sigmas {
 		a, b := allocation.MuAllocation(s, 1), allocation.MuSubsampled(s, 1)
@@ -215,12 +256,14 @@ func (f *plotFlags) fig2() ([]plots.Figure, error) {
 	}
 	ref.Color = 3
 	coef := plots.Figure{
-		Title:  "van Dijk & Ertan Fig. 2: asymptotic μ per unit c = √(E/M) (display only, not a bound)",
-		XLabel: "σ", YLabel: "μ / c", LogY: true, Series: []plots.Series{alloc, sub},
+		Title:    "Asymptotic μ-GDP of E epochs of M rounds, per unit √(E/M), against σ",
+		Subtitle: "Smaller μ is more private. An asymptotic estimate, not a privacy bound. After Figure 2 of van Dijk & Ertan.",
+		XLabel:   "noise multiplier σ", YLabel: "μ / √(E/M)", LogY: true, Series: []plots.Series{alloc, sub},
 	}
 	rat := plots.Figure{
-		Title:  "Ratio of the μ coefficients: (1+√2)/2 at σ ≈ 1.668",
-		XLabel: "σ", YLabel: "ratio", Series: []plots.Series{ratio, ref},
+		Title:    "How much larger uniform subsampling's μ is than random allocation's",
+		Subtitle: "The ratio of the two coefficients on the left; it crosses (1+√2)/2 at σ ≈ 1.668.",
+		XLabel:   "noise multiplier σ", YLabel: "μ(uniform subsampling) / μ(random allocation)", Series: []plots.Series{ratio, ref},
 	}
 	return []plots.Figure{coef, rat}, nil
 }
@@ -233,12 +276,14 @@ func (f *plotFlags) fig3() ([]plots.Figure, error) {
 		n, nExact = 4, 3
 	}
 	fig := plots.Figure{
-		Title:  "van Dijk & Ertan Fig. 3: rounds M one epoch needs for δ (TV), vs σ. Solid: Berry–Esseen, dashed: exact, dotted: chi-square",
-		XLabel: "σ", YLabel: "required M", LogY: true,
+		Title:    "Rounds per epoch M needed to reach a target δ, against the noise multiplier σ",
+		Subtitle: "δ is the total variation distance after one epoch of random allocation; colours: target δ. After Figure 3 of van Dijk & Ertan.",
+		XLabel:   "noise multiplier σ", YLabel: "rounds per epoch M needed", LogY: true,
+		Key: allocationKey,
 	}
 	for i, delta := range []float64{1e-2, 1e-3, 1e-4} {
 		var be, ex, cs plots.Series
-		be.Name = fmt.Sprintf("δ = %g", delta)
+		be.Name = fmt.Sprintf("target δ = %s", bench.Num(delta))
 		be.Color, ex.Color, cs.Color = i, i, i
 		be.Style, ex.Style, cs.Style = plots.Solid, plots.Dashed, plots.Dotted
 		for _, s := range linGrid(0.6, 3, n) {
@@ -295,9 +340,10 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 	base, perEpoch := f.runSpec(f.sampler)
 	steps := epochs * perEpoch
 	fig := plots.Figure{
-		Title: fmt.Sprintf("Trade-off curves: %s sampler, σ = %g, %d epochs of %d steps (higher is more private)",
-			f.sampler, f.sigma, epochs, perEpoch),
-		XLabel: "type I error α", YLabel: "type II error β",
+		Title: fmt.Sprintf("Trade-off curves of %d epochs of %s sampling at noise multiplier σ = %s", epochs, f.sampler, bench.Num(f.sigma)),
+		Subtitle: fmt.Sprintf("%d steps per epoch (N = %d, batch %d), one curve per accountant. Each curve is the least type II error of any membership test at each type I error: higher is more private. Dashed: not a guarantee (an approximation or a lower bound).",
+			perEpoch, f.datasetSize, f.batch),
+		XLabel: "type I error α (false positive rate of a membership test)", YLabel: "type II error β (false negative rate)",
 	}
 	grid := fdp.DefaultEpsGrid()
 	if f.quick {
@@ -335,12 +381,20 @@ func (f *plotFlags) tradeoff() ([]plots.Figure, error) {
 		if kind != accounting.KindGuarantee {
 			s.Style = plots.Dashed
 		}
+		if kind == accounting.KindLowerBound {
+			s.Name = fmt.Sprintf("%s (lower bound: the true curve lies on or below it)", m)
+		}
+		top := 0.0
 		for _, a := range linGrid(0, 1, 201) {
 			s.X, s.Y = append(s.X, a), append(s.Y, curve(a))
+			top = math.Max(top, curve(a))
+		}
+		if top == 0 {
+			s.Name += ": vacuous here (β = 0)"
 		}
 		fig.Series = append(fig.Series, s)
 	}
-	ref := plots.Series{Name: "perfect privacy β = 1 − α", Style: plots.Dotted, Color: 7, X: []float64{0, 1}, Y: []float64{1, 0}}
+	ref := plots.Series{Name: "perfect privacy: β = 1 − α", Style: plots.Dotted, Color: 7, X: []float64{0, 1}, Y: []float64{1, 0}}
 	fig.Series = append(fig.Series, ref)
 	return []plots.Figure{fig}, nil
 }
@@ -357,8 +411,10 @@ func (f *plotFlags) samplers() ([]plots.Figure, error) {
 		last = min(last, 3)
 	}
 	fig := plots.Figure{
-		Title:  fmt.Sprintf("ε at δ = %g over epochs: N = %d, batch %d, σ = %g", f.delta, f.datasetSize, f.batch, f.sigma),
-		XLabel: "epochs", YLabel: "ε", LogY: true,
+		Title: "Privacy loss ε after each epoch: shuffling, Poisson sampling and random allocation",
+		Subtitle: fmt.Sprintf("N = %d examples, expected batch %d, noise multiplier σ = %s; each sampler under its own accountants. Dashed: a lower bound, not a guarantee.",
+			f.datasetSize, f.batch, bench.Num(f.sigma)),
+		XLabel: "epochs (passes over the N examples)", YLabel: fmt.Sprintf("ε at δ = %s", bench.Num(f.delta)), LogY: true,
 	}
 	lines := []struct{ sampler, method string }{
 		{privacy.SamplerShuffle, accounting.MethodGDP},
@@ -376,7 +432,10 @@ func (f *plotFlags) samplers() ([]plots.Figure, error) {
 			return nil, err
 		}
 		kind, _ := spec.Kind()
-		s := plots.Series{Name: fmt.Sprintf("%s %s (%s)", l.sampler, l.method, kind), Color: i}
+		s := plots.Series{Name: fmt.Sprintf("%s, %s (%s)", l.sampler, l.method, kind), Color: i}
+		if kind == accounting.KindLowerBound {
+			s.Name = fmt.Sprintf("%s, lower bound: the true ε is at least this", l.sampler)
+		}
 		if kind != accounting.KindGuarantee {
 			s.Style = plots.Dashed
 		}
@@ -390,17 +449,6 @@ func (f *plotFlags) samplers() ([]plots.Figure, error) {
 			}
 		}
 		fig.Series = append(fig.Series, s)
-	}
-	// Head room above the curves for the legend (log axis).
-	lo, hi := math.Inf(1), 0.0
-	for _, s := range fig.Series {
-		for _, y := range s.Y {
-			lo, hi = math.Min(lo, y), math.Max(hi, y)
-		}
-	}
-	if hi > lo {
-		fig.YLim = [2]float64{lo / 1.5, hi * 10}
-		fig.Legend = plots.LegendTopLeft
 	}
 	return []plots.Figure{fig}, nil
 }

@@ -28,13 +28,15 @@ func ballFigures(quick bool) ([]plots.Figure, error) {
 		n = 21
 	}
 	lin := plots.Figure{
-		Title:  "Tholeti Fig. 2: δ of one step of uniform-ball noise (r = 1) against the distance Δ, for several d",
-		XLabel: "distance Δ between neighbouring gradients", YLabel: "δ = I(Δ²/4; 1/2, (d+1)/2)",
+		Title:    "δ of one step of noise drawn uniformly from a ball, against the distance Δ between neighbouring gradients",
+		Subtitle: "Ball radius r = 1; d: dimension of the gradient; δ = I(Δ²/4; 1/2, (d+1)/2), the regularized incomplete beta function. After Figure 2 of Tholeti & Kalyani.",
+		XLabel:   "distance Δ between neighbouring gradients", YLabel: "δ of one step",
 		YLim: [2]float64{0, 1.02}, Legend: plots.LegendBottomRight,
 	}
 	logp := plots.Figure{
-		Title:  "The same on log axes: small Δ/r, where δ is proportional to Δ/r",
-		XLabel: "Δ / r", YLabel: "δ", LogX: true, LogY: true, Legend: plots.LegendBottomRight,
+		Title:    "The same on log axes: for small Δ/r, δ grows in proportion to Δ/r",
+		Subtitle: "The slope grows with the dimension d, like √d.",
+		XLabel:   "Δ / r (distance over ball radius)", YLabel: "δ of one step", LogX: true, LogY: true, Legend: plots.LegendBottomRight,
 	}
 	for i, d := range ballPlotDims {
 		s := plots.Series{Name: fmt.Sprintf("d = %d", d), Color: i}
