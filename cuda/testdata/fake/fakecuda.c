@@ -132,6 +132,13 @@ static void k_softmax_xent_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(
 static void k_scale_f32(void** params) { CHK(0) scale_f32(P(0, float*), P(1, i64), P(2, float)); }
 static void k_nonfinite_f32(void** params) { CHK(0) CHK(1) nonfinite_f32(P(0, int*), P(1, const float*), P(2, i64)); }
 static void k_sgd_f32(void** params) { CHK(0) CHK(1) CHK(2) sgd_f32(P(0, float*), P(1, float*), P(2, const float*), P(3, i64), P(4, float), P(5, float), P(6, float), P(7, int)); }
+static void k_im2col_f32(void** params) { CHK(0) CHK(1) im2col_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int), P(11, int)); }
+static void k_col2im_f32(void** params) { CHK(0) CHK(1) col2im_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_maxpool_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_f32(P(0, float*), P(1, int*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_maxpool_bwd_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_bwd_f32(P(0, float*), P(1, const float*), P(2, const int*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_example_col_sum_f32(void** params) { CHK(0) CHK(1) example_col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, i64)); }
+static void k_add_f64(void** params) { CHK(0) CHK(1) add_f64(P(0, double*), P(1, const double*), P(2, int)); }
+static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) coef_sum_f32(P(0, double*), P(1, float*), P(2, float*), P(3, const float*), P(4, const double*), P(5, int), P(6, int), P(7, int), P(8, int)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -147,6 +154,10 @@ static const kdesc KERNELS[] = {
 	{"activate_bwd_f32", k_activate_bwd_f32, 0, 0}, {"softmax_xent_f32", k_softmax_xent_f32, 1, 1},
 	{"scale_f32", k_scale_f32, 0, 0}, {"nonfinite_f32", k_nonfinite_f32, 0, 0},
 	{"sgd_f32", k_sgd_f32, 0, 0}, {"adam_f32", k_adam_f32, 0, 0},
+	{"im2col_f32", k_im2col_f32, 0, 0}, {"col2im_f32", k_col2im_f32, 0, 0},
+	{"maxpool_f32", k_maxpool_f32, 0, 0}, {"maxpool_bwd_f32", k_maxpool_bwd_f32, 0, 0},
+	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
+	{"coef_sum_f32", k_coef_sum_f32, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -348,15 +359,7 @@ int cublasDestroy_v2(void* h) { return h == &blas_magic ? 0 : 1; }
 int cublasSetStream_v2(void* h, void* s) { return h == &blas_magic && fakecuda_valid_stream(s) ? 0 : 7; }
 int cublasGetVersion_v2(void* h, int* v) { if (h != &blas_magic) return 1; *v = 130100; return 0; }
 /* Column-major C = alpha·op(A)·op(B) + beta·C (C not read when beta = 0), float accumulation. */
-int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
-                   const float* B, int ldb, const float* beta, float* C, int ldc) {
-	if (h != &blas_magic) return 1;
-	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
-	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
-	if (m == 0 || n == 0) return 0;
-	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
-	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 4) ||
-	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 4))) return 14;
+static void sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
 	for (int j = 0; j < n; j++) {
 		for (int i = 0; i < m; i++) {
 			float acc = 0;
@@ -366,9 +369,41 @@ int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* al
 				acc += a * b;
 			}
 			float* c = &C[i + (size_t)j * ldc];
-			*c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;
+			*c = beta == 0 ? alpha * acc : alpha * acc + beta * *c;
 		}
 	}
+}
+/* The checks of a cuBLAS GEMM call: 0, or the cuBLAS status (7: invalid value, 14: internal
+   error, as an illegal address would end). */
+static int sgemm_check(int ta, int tb, int m, int n, int k, const float* A, int lda, const float* B, int ldb, const float* C, int ldc) {
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 4) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 4))) return 14;
+	return 0;
+}
+int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
+                   const float* B, int ldb, const float* beta, float* C, int ldc) {
+	if (h != &blas_magic) return 1;
+	int st = sgemm_check(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+	if (st != 0 || m == 0 || n == 0) return st;
+	sgemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+	return 0;
+}
+/* batch GEMMs, the q-th on A + q·strideA, B + q·strideB, C + q·strideC (elements), each
+   checked as one cublasSgemm_v2 call before any runs. */
+int cublasSgemmStridedBatched(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda, long long strideA,
+                              const float* B, int ldb, long long strideB, const float* beta, float* C, int ldc, long long strideC, int batch) {
+	if (h != &blas_magic) return 1;
+	if (batch < 0) return 7;
+	for (int q = 0; q < batch; q++) {
+		int st = sgemm_check(ta, tb, m, n, k, A + q * strideA, lda, B + q * strideB, ldb, C + q * strideC, ldc);
+		if (st != 0) return st;
+	}
+	if (m == 0 || n == 0) return 0;
+	for (int q = 0; q < batch; q++) sgemm(ta, tb, m, n, k, *alpha, A + q * strideA, lda, B + q * strideB, ldb, *beta, C + q * strideC, ldc);
 	return 0;
 }
 #endif
