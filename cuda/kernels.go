@@ -393,18 +393,19 @@ func (w Window) Out() (oh, ow int) {
 	return (w.H+2*w.Pad-w.K)/w.S + 1, (w.W+2*w.Pad-w.K)/w.S + 1
 }
 
-// check refuses a window that does not fit its input (the kernels would read outside it) and
-// sizes beyond the kernels' int32 arguments.
-func (w Window) check(name string, b int) error {
+// check refuses sizes below 1 (pad below 0) and sizes beyond the kernels' int32 arguments, and,
+// with fit, a window larger than its input: pooling reads every position of its window (the
+// patch kernels read zeros outside the input instead, as engine/nn's do).
+func (w Window) check(name string, b int, fit bool) error {
 	if w.C < 1 || w.H < 1 || w.W < 1 || w.K < 1 || w.S < 1 || w.Pad < 0 || b < 0 {
 		return fmt.Errorf("cuda: %s: window %+v on %d inputs: want sizes ≥ 1 and pad ≥ 0", name, w, b)
 	}
-	if w.H+2*w.Pad < w.K || w.W+2*w.Pad < w.K {
+	if fit && (w.H+2*w.Pad < w.K || w.W+2*w.Pad < w.K) {
 		return fmt.Errorf("cuda: %s: a %d×%d window does not fit a %d×%d input with pad %d", name, w.K, w.K, w.H, w.W, w.Pad)
 	}
 	oh, ow := w.Out()
-	if int64(b)*int64(max(w.H*w.W, oh*ow))*int64(w.C*w.K*w.K) > math.MaxInt32 {
-		return fmt.Errorf("cuda: %s: %d inputs of window %+v exceed the kernels' int32 sizes", name, b, w)
+	if oh < 1 || ow < 1 || int64(b)*int64(max(w.H*w.W, oh*ow))*int64(w.C*w.K*w.K) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d inputs of window %+v: no output position, or beyond the kernels' int32 sizes", name, b, w)
 	}
 	return nil
 }
@@ -425,7 +426,7 @@ func (w Window) args(b int, pad bool) []any {
 // as the first convolution of engine/nn; otherwise the input is in the row layout, (b·H·W)×C,
 // and the columns are ordered (kernel row, kernel column, channel), as its later ones.
 func (d *Device) Im2Col(out, x Buffer, b int, w Window, chw bool) error {
-	if err := w.check("Im2Col", b); err != nil {
+	if err := w.check("Im2Col", b, false); err != nil {
 		return err
 	}
 	oh, ow := w.Out()
@@ -444,7 +445,7 @@ func (d *Device) Im2Col(out, x Buffer, b int, w Window, chw bool) error {
 // patch matrix's gradient dp: each input value's patch entries summed, in the order of the
 // output positions that read it (engine/nn's, bit for bit).
 func (d *Device) Col2Im(dx, dp Buffer, b int, w Window) error {
-	if err := w.check("Col2Im", b); err != nil {
+	if err := w.check("Col2Im", b, false); err != nil {
 		return err
 	}
 	oh, ow := w.Out()
@@ -459,7 +460,7 @@ func (d *Device) Col2Im(dx, dp Buffer, b int, w Window) error {
 // each maximum's position y·W + x in its input into idx (int32): the first maximum of its
 // window in scan order, as engine/nn's. w.Pad must be 0.
 func (d *Device) MaxPool(out, idx, x Buffer, b int, w Window) error {
-	if err := w.check("MaxPool", b); err != nil {
+	if err := w.check("MaxPool", b, true); err != nil {
 		return err
 	}
 	if w.Pad != 0 {
@@ -476,7 +477,7 @@ func (d *Device) MaxPool(out, idx, x Buffer, b int, w Window) error {
 // MaxPoolBackward sets dx, (b·H·W)×C, to the gradient of MaxPool given dy, (b·OH·OW)×C, and its
 // idx: each window's gradient routed to its maximum, the windows' terms added in scan order.
 func (d *Device) MaxPoolBackward(dx, dy, idx Buffer, b int, w Window) error {
-	if err := w.check("MaxPoolBackward", b); err != nil {
+	if err := w.check("MaxPoolBackward", b, true); err != nil {
 		return err
 	}
 	if w.Pad != 0 {

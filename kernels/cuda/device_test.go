@@ -414,13 +414,17 @@ func TestLayerOpsAgainstReference(t *testing.T) {
 
 // convArches are the convolution geometries of the row-layout kernel tests: several channels,
 // padding in a later layer, pooling at strides 1 and 2 (overlapping windows, whose gradients
-// add), and the MNIST CNN's two layers on a 14×14 input.
+// add), the MNIST CNN's two layers on a 14×14 input, and a 4×4 kernel on a 3×3 input, which
+// engine/nn accepts (one output position) and pads with zeros.
 var convArches = []nn.Arch{
 	{Kind: "cnn", Input: []int{2, 7, 6}, Classes: 3, Activation: nn.ReLU, Conv: []nn.ConvSpec{
 		{Filters: 3, Kernel: 3, Stride: 1, Pad: 1, PoolKernel: 2, PoolStride: 1},
 		{Filters: 4, Kernel: 3, Stride: 2, Pad: 1, PoolKernel: 2, PoolStride: 2},
 	}},
 	nn.CNN([]int{1, 14, 14}, 3, nil, nn.Tanh),
+	{Kind: "cnn", Input: []int{1, 4, 4}, Classes: 3, Activation: nn.ReLU, Conv: []nn.ConvSpec{
+		{Filters: 2, Kernel: 2, Stride: 1}, {Filters: 3, Kernel: 4, Stride: 2},
+	}},
 }
 
 // window is layout l's convolution window on its input (pool false) or its pooling window on
@@ -522,10 +526,11 @@ func TestConvOpsAgainstNN(t *testing.T) {
 			sameBits(t, name+" maxpool backward", download[float32](t, d, DZ, len(z)), dz)
 		}
 	}
-	// A window that does not fit its input is refused, not read out of bounds.
+	// A pooling window that does not fit its input is refused, not read out of bounds, and
+	// pooling takes no padding.
 	big := mustAlloc(t, d, 1<<12)
-	if err := d.Im2Col(big, big, 1, drv.Window{C: 1, H: 3, W: 3, K: 4, S: 2}, false); err == nil || !strings.Contains(err.Error(), "does not fit") {
-		t.Fatalf("Im2Col with a 4×4 window on 3×3: err = %v", err)
+	if err := d.MaxPool(big, big, big, 1, drv.Window{C: 1, H: 1, W: 3, K: 2, S: 2}); err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("MaxPool with a 2×2 window on 1×3: err = %v", err)
 	}
 	if err := d.MaxPool(big, big, big, 1, drv.Window{C: 1, H: 4, W: 4, K: 2, S: 1, Pad: 1}); err == nil {
 		t.Fatal("MaxPool with padding accepted")
