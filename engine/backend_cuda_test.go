@@ -56,17 +56,15 @@ func imageProblem(t testing.TB, shape []int) (train, test *datasets.Dataset) {
 }
 
 // TestDeviceMatchesCPUCNN is TestDeviceMatchesCPU for a small CNN (the MNIST CNN's layers on
-// 1×14×14 images, tanh, momentum with a moving average), trained one epoch on the CPU and on
+// 1×14×14 images, tanh, momentum with a moving average), trained two epochs on the CPU and on
 // the CUDA backend: the same steps, ε and counts exactly, parameters and moments to its
-// float32 tolerance.
+// float32 tolerance (the same argument: the convolutions' GEMMs sum in other orders, and their
+// data movements and per-example sums are engine/nn's, bit for bit).
 func TestDeviceMatchesCPUCNN(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a full training run on the fake device")
-	}
 	train, test := imageProblem(t, []int{1, 14, 14})
 	c := deviceCase{"cnn-poisson-momentum-ema", func(ds *datasets.Dataset) nn.Arch { return nn.CNN(ds.Shape, ds.Classes, []int{6}, nn.Tanh) },
 		OptimizerConfig{Name: "momentum", LR: 0.3, Momentum: 0.9, EMA: 0.9}, "poisson", true, ""}
-	deviceMatchesCPU(t, c, train, test, 1)
+	deviceMatchesCPU(t, c, train, test, 2)
 }
 
 // TestBackendsTakeTheSameStep: run.dpStep — the one DP step — on the CPU and CUDA backends,

@@ -9,8 +9,8 @@
 
    Device memory is host memory. cuLaunchKernel dispatches on the kernel's name to the SAME
    kernels/cuda/dpsgd.cu, compiled here as C (DPSGD_HOST_EMULATION): the threads of a block
-   run as cooperative fibers (ucontext), one block at a time, so __syncthreads and __shared__
-   behave as on a GPU. Calls are checked as a strict driver would: known handles, pointers
+   run as cooperative fibers (started with ucontext, switched with setjmp), one block at a
+   time, so __syncthreads and __shared__ behave as on a GPU. Calls are checked as a strict driver would: known handles, pointers
    inside live allocations, copies within bounds, launch shapes, the kernel present in the
    loaded PTX text.
 
@@ -22,6 +22,8 @@
      FAKECUDA_HANG_SYNC=1     cuStreamSynchronize never returns (tests the request deadline)
 */
 #define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* _longjmp between fiber stacks: no __longjmp_chk */
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,37 +47,59 @@ static void fake_syncthreads(void);
 
 #define MAXTHREADS 1024
 #define STACK (64 * 1024)
-static ucontext_t sched_ctx;
-static ucontext_t fibers[MAXTHREADS];
+/* A fiber starts on its own stack by swapcontext (once per block) and then switches with
+   _setjmp/_longjmp, which save no signal mask: glibc's swapcontext makes a sigprocmask system
+   call at every switch, and the row kernels switch 128 threads at every __syncthreads, which
+   made those system calls most of a fake GPU step. */
+static ucontext_t boot_ctx, fiber_tmpl, fibers[MAXTHREADS];
+static jmp_buf sched_jb, fiber_jb[MAXTHREADS];
 static char* stacks[MAXTHREADS];
 static int fdone[MAXTHREADS];
 static int cur_fiber;
 static void (*cur_call)(void**);
 static void** cur_params;
 
-static void fake_syncthreads(void) { swapcontext(&fibers[cur_fiber], &sched_ctx); }
-static void fiber_entry(void) { cur_call(cur_params); fdone[cur_fiber] = 1; }
+static __attribute__((noinline)) void fake_syncthreads(void) {
+	if (!_setjmp(fiber_jb[cur_fiber])) _longjmp(sched_jb, 1);
+}
+static void fiber_entry(void) {
+	cur_call(cur_params);
+	fdone[cur_fiber] = 1;
+	_longjmp(sched_jb, 1);
+}
 
 static void run_block_fibers(int bdim) {
+	static int have_tmpl;
+	if (!have_tmpl) {
+		getcontext(&fiber_tmpl);
+		have_tmpl = 1;
+	}
 	for (int t = 0; t < bdim; t++) {
 		if (!stacks[t]) stacks[t] = malloc(STACK);
-		getcontext(&fibers[t]);
+		fibers[t] = fiber_tmpl;
 		fibers[t].uc_stack.ss_sp = stacks[t];
 		fibers[t].uc_stack.ss_size = STACK;
-		fibers[t].uc_link = &sched_ctx;
+		fibers[t].uc_link = NULL;
 		makecontext(&fibers[t], fiber_entry, 0);
 		fdone[t] = 0;
 	}
-	int alive = 1;
+	volatile int alive = 1, round = 0;
 	while (alive) {
 		alive = 0;
-		for (int t = 0; t < bdim; t++) {
+		for (volatile int t = 0; t < bdim; t++) {
 			if (fdone[t]) continue;
 			cur_fiber = t;
 			fake_tid = t;
-			swapcontext(&sched_ctx, &fibers[t]);
+			if (!_setjmp(sched_jb)) {
+				if (round == 0) {
+					swapcontext(&boot_ctx, &fibers[t]);
+				} else {
+					_longjmp(fiber_jb[t], 1);
+				}
+			}
 			if (!fdone[t]) alive = 1;
 		}
+		round++;
 	}
 }
 
