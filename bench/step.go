@@ -72,7 +72,7 @@ type StepResult struct {
 // uniformly), plain SGD at learning rate 0.1: the method of engine's BenchmarkStep. The two
 // modes are measured interleaved (DP, non-private, non-private, DP, ...) in one run, so that
 // load from other processes affects both alike. On the GPU (device cuda, or auto when a GPU is
-// there) the steps are the engine's CUDA backend's, float32 dense models only, with the data on the device;
+// there) the steps are the engine's CUDA backend's, float32 models only, with the data on the device;
 // a GPU that is not there or cannot run the model gives rows marked unavailable with the
 // reason, so the table says why a column is missing.
 func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {

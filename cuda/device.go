@@ -591,6 +591,52 @@ func (d *Device) Sgemm(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda in
 	})
 }
 
+// SgemmStridedBatched computes batch row-major GEMMs as Sgemm does, the q-th on the matrices
+// starting strideA, strideB and strideC elements after the previous one's in a, b and c, by one
+// cublasSgemmStridedBatched. Each matrix must lie within its buffer.
+func (d *Device) SgemmStridedBatched(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda, strideA int, b Buffer, ldb, strideB int,
+	beta float32, c Buffer, ldc, strideC, batch int) error {
+	if m < 0 || n < 0 || k < 0 || batch < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 || batch > math.MaxInt32 {
+		return fmt.Errorf("%w: SgemmStridedBatched dimensions m=%d n=%d k=%d batch=%d out of range", ErrBLAS, m, n, k, batch)
+	}
+	if m == 0 || n == 0 || batch == 0 {
+		return nil
+	}
+	// The last element each operand's batch reaches, row-major: rows×cols with leading dimension ld.
+	extent := func(name string, buf Buffer, rows, cols, ld, stride int) error {
+		if ld < cols || stride < 0 {
+			return fmt.Errorf("%w: SgemmStridedBatched %s: leading dimension %d < %d columns or stride %d < 0", ErrBLAS, name, ld, cols, stride)
+		}
+		if rows == 0 || cols == 0 {
+			return nil
+		}
+		return fits("SgemmStridedBatched "+name, buf, (batch-1)*stride+(rows-1)*ld+cols, 4)
+	}
+	ar, ac := m, k
+	if tA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tB {
+		br, bc = n, k
+	}
+	if err := firstErr(extent("a", a, ar, ac, lda, strideA), extent("b", b, br, bc, ldb, strideB), extent("c", c, m, n, ldc, strideC)); err != nil {
+		return err
+	}
+	op := func(t bool) int32 {
+		if t {
+			return 1
+		}
+		return 0
+	}
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.sgemmSB(d.handle, op(tB), op(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), int64(strideB), a.ptr, int32(lda), int64(strideA),
+			&be, c.ptr, int32(ldc), int64(strideC), int32(batch))
+		return d.checkBLAS("cublasSgemmStridedBatched", st)
+	})
+}
+
 // Elapsed runs fn (which queues work through d) between two CUDA events on the device's
 // stream and returns the time between them as the device measured it.
 func (d *Device) Elapsed(fn func() error) (time.Duration, error) {

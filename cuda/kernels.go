@@ -378,3 +378,165 @@ func (d *Device) AdamUpdate(w, m, v, g Buffer, n int, beta1, beta2 float64, step
 	}
 	return d.Launch("adam_f32", Grid(int64(n)), w, m, v, g, int64(n), float32(beta1), float32(1-beta1), float32(beta2), float32(1-beta2), step, eps, wd)
 }
+
+// Window is the geometry of a sliding-window op on b inputs of H×W positions with C channels:
+// K×K windows at stride S, with Pad zeros on every side (pooling takes none). It has
+// OH = (H + 2·Pad − K)/S + 1 by OW output positions.
+type Window struct {
+	C, H, W int
+	K, S    int
+	Pad     int
+}
+
+// Out returns the output positions OH, OW.
+func (w Window) Out() (oh, ow int) {
+	return (w.H+2*w.Pad-w.K)/w.S + 1, (w.W+2*w.Pad-w.K)/w.S + 1
+}
+
+// check refuses sizes below 1 (pad below 0) and sizes beyond the kernels' int32 arguments, and,
+// with fit, a window larger than its input: pooling reads every position of its window (the
+// patch kernels read zeros outside the input instead, as engine/nn's do).
+func (w Window) check(name string, b int, fit bool) error {
+	if w.C < 1 || w.H < 1 || w.W < 1 || w.K < 1 || w.S < 1 || w.Pad < 0 || b < 0 {
+		return fmt.Errorf("cuda: %s: window %+v on %d inputs: want sizes ≥ 1 and pad ≥ 0", name, w, b)
+	}
+	if fit && (w.H+2*w.Pad < w.K || w.W+2*w.Pad < w.K) {
+		return fmt.Errorf("cuda: %s: a %d×%d window does not fit a %d×%d input with pad %d", name, w.K, w.K, w.H, w.W, w.Pad)
+	}
+	oh, ow := w.Out()
+	if oh < 1 || ow < 1 || int64(b)*int64(max(w.H*w.W, oh*ow))*int64(w.C*w.K*w.K) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d inputs of window %+v: no output position, or beyond the kernels' int32 sizes", name, b, w)
+	}
+	return nil
+}
+
+// args are the kernels' geometry arguments after the buffers: b, c, h, w, k, s, [pad,] oh, ow.
+func (w Window) args(b int, pad bool) []any {
+	oh, ow := w.Out()
+	a := []any{int32(b), int32(w.C), int32(w.H), int32(w.W), int32(w.K), int32(w.S)}
+	if pad {
+		a = append(a, int32(w.Pad))
+	}
+	return append(a, int32(oh), int32(ow))
+}
+
+// Im2Col writes the patch matrix of the b inputs x into out, (b·OH·OW) × (K·K·C), rows example
+// by example, then output row, then column, zero outside the input. With chw, each input is a
+// C×H×W image (a dataset row) and the columns are ordered (channel, kernel row, kernel column),
+// as the first convolution of engine/nn; otherwise the input is in the row layout, (b·H·W)×C,
+// and the columns are ordered (kernel row, kernel column, channel), as its later ones.
+func (d *Device) Im2Col(out, x Buffer, b int, w Window, chw bool) error {
+	if err := w.check("Im2Col", b, false); err != nil {
+		return err
+	}
+	oh, ow := w.Out()
+	n := b * oh * ow * w.K * w.K * w.C
+	if err := firstErr(fits("Im2Col out", out, n, 4), fits("Im2Col x", x, b*w.C*w.H*w.W, 4)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if chw {
+		f = 1
+	}
+	return d.Launch("im2col_f32", Grid(int64(n)), append(append([]any{out, x}, w.args(b, true)...), f)...)
+}
+
+// Col2Im sets dx, (b·H·W)×C in the row layout, to the gradient of Im2Col (row layout) given the
+// patch matrix's gradient dp: each input value's patch entries summed, in the order of the
+// output positions that read it (engine/nn's, bit for bit).
+func (d *Device) Col2Im(dx, dp Buffer, b int, w Window) error {
+	if err := w.check("Col2Im", b, false); err != nil {
+		return err
+	}
+	oh, ow := w.Out()
+	n := b * w.H * w.W * w.C
+	if err := firstErr(fits("Col2Im dx", dx, n, 4), fits("Col2Im dp", dp, b*oh*ow*w.K*w.K*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("col2im_f32", Grid(int64(n)), append([]any{dx, dp}, w.args(b, true)...)...)
+}
+
+// MaxPool writes the max pooling of x, (b·H·W)×C in the row layout, into out, (b·OH·OW)×C, and
+// each maximum's position y·W + x in its input into idx (int32): the first maximum of its
+// window in scan order, as engine/nn's. w.Pad must be 0.
+func (d *Device) MaxPool(out, idx, x Buffer, b int, w Window) error {
+	if err := w.check("MaxPool", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: MaxPool: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * oh * ow * w.C
+	if err := firstErr(fits("MaxPool out", out, n, 4), fits("MaxPool idx", idx, n, 4), fits("MaxPool x", x, b*w.H*w.W*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("maxpool_f32", Grid(int64(n)), append([]any{out, idx, x}, w.args(b, false)...)...)
+}
+
+// MaxPoolBackward sets dx, (b·H·W)×C, to the gradient of MaxPool given dy, (b·OH·OW)×C, and its
+// idx: each window's gradient routed to its maximum, the windows' terms added in scan order.
+func (d *Device) MaxPoolBackward(dx, dy, idx Buffer, b int, w Window) error {
+	if err := w.check("MaxPoolBackward", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: MaxPoolBackward: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * w.H * w.W * w.C
+	if err := firstErr(fits("MaxPoolBackward dx", dx, n, 4), fits("MaxPoolBackward dy", dy, b*oh*ow*w.C, 4), fits("MaxPoolBackward idx", idx, b*oh*ow*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("maxpool_bwd_f32", Grid(int64(n)), append([]any{dx, dy, idx}, w.args(b, false)...)...)
+}
+
+// ExampleGrads materializes the per-example gradients of a GEMM layer Z = A·W + b with p rows
+// per example, A (b·p)×din and E = ∂L/∂Z (b·p)×h: g[i] = Ĝᵢ = [Aᵢ, 1]ᵀ·Eᵢ, (din+1)·h floats at
+// i·(din+1)·h, the weights din×h (one cublasSgemmStridedBatched over the examples) then the
+// bias, Eᵢ's column sums in row order.
+func (d *Device) ExampleGrads(g, a, e Buffer, b, p, din, h int) error {
+	n := (din + 1) * h
+	if b < 0 || p < 1 || din < 1 || h < 1 || int64(b)*int64(max(n, p*max(din, h))) > math.MaxInt32 {
+		return fmt.Errorf("cuda: ExampleGrads: %d examples of %d rows, %d×%d weights: out of range", b, p, din, h)
+	}
+	if err := firstErr(fits("ExampleGrads g", g, b*n, 4), fits("ExampleGrads a", a, b*p*din, 4), fits("ExampleGrads e", e, b*p*h, 4)); err != nil {
+		return err
+	}
+	if b == 0 {
+		return nil
+	}
+	if err := d.SgemmStridedBatched(true, false, din, h, p, 1, a, din, p*din, e, h, p*h, 0, g, h, n, b); err != nil {
+		return err
+	}
+	bias := Buffer{ptr: g.ptr + uint64(din*h*4), bytes: g.bytes - din*h*4}
+	return d.Launch("example_col_sum_f32", Grid(int64(b*h)), bias, e, int32(b), int32(p), int32(h), int64(n))
+}
+
+// AddF64 sets dst[k] += src[k] for the float64 dst, src, k < n.
+func (d *Device) AddF64(dst, src Buffer, n int) error {
+	if err := firstErr(fits("AddF64 dst", dst, n, 8), fits("AddF64 src", src, n, 8)); err != nil {
+		return err
+	}
+	return d.Launch("add_f64", Grid(int64(n)), dst, src, int32(n))
+}
+
+// CoefSum adds the clipped sum Σᵢ cᵢ·Ĝᵢ of b materialized per-example gradients g (ExampleGrads'
+// layout, (din+1)·h each) to the float64 accumulator acc ((din+1)·h; set when first), each
+// column in float64 and in example order, skipping the examples with cᵢ = 0 (whose gradient
+// may hold NaN), and writes acc rounded to float32 into w (din×h) and bias (h).
+func (d *Device) CoefSum(acc, w, bias, g, c Buffer, b, din, h int, first bool) error {
+	n := (din + 1) * h
+	if b < 0 || din < 1 || h < 1 || int64(b)*int64(n) > math.MaxInt32 {
+		return fmt.Errorf("cuda: CoefSum: %d examples of %d×%d weights: out of range", b, din, h)
+	}
+	if err := firstErr(fits("CoefSum acc", acc, n, 8), fits("CoefSum w", w, din*h, 4), fits("CoefSum bias", bias, h, 4),
+		fits("CoefSum g", g, b*n, 4), fits("CoefSum c", c, b, 8)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if first {
+		f = 1
+	}
+	return d.Launch("coef_sum_f32", Grid(int64(n)), acc, w, bias, g, c, int32(b), int32(n), int32(din*h), f)
+}

@@ -12,7 +12,7 @@ import (
 // step does — the clip bound, which noise with which key, the learning rate, the guards — is
 // decided once, by run.dpStep, for every backend; schedules, the ledger and checkpoints are
 // the loop's. Two backends implement it: cpuBackend (Gorgonia graphs and the CPU kernels,
-// replicas over physical batches) and cudaBackend (dense float32 models on a CUDA device).
+// replicas over physical batches) and cudaBackend (float32 models on a CUDA device).
 type backend interface {
 	// clippedSum sets the backend's sums to the clipped per-example gradient sum of the
 	// examples idx of ds, each example's gradient scaled to norm at most clip (+Inf: no

@@ -13,18 +13,52 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// cudaLayer is one dense layer's device memory.
+// cudaLayer is one GEMM layer's device memory (nn.LayerShape): a dense layer, one row per
+// example, or a convolution, rows output positions per example in the row layout (conv set).
 type cudaLayer struct {
 	in, out int
+	rows    int         // rows per example: 1, or the convolution's output positions
 	w, b    cuda.Buffer // parameters
 	gw, gb  cuda.Buffer // clipped (then noisy, normalized) gradient sums
 	mw, mb  cuda.Buffer // optimizer state: momentum / Adam first moment
 	vw, vb  cuda.Buffer // Adam second moment
-	z, h, e cuda.Buffer // pre-activation, output, error (phys rows)
+	z, h, e cuda.Buffer // pre-activation, activation, error (phys·rows rows)
+	conv    *cudaConv
 }
 
-// cudaBackend is the CUDA backend of the DP step (backend): a dense float32 model (logreg or
-// MLP; CUDASupport) on one device, with the training set, the parameters, the gradient sums
+// cudaConv is a convolution layer's own device memory and geometry (nn.ConvLayout), in
+// engine/nn's row layout: activations are (examples·positions) × channels matrices.
+type cudaConv struct {
+	win    cuda.Window // the convolution's window on the layer's input
+	pool   cuda.Window // the max pooling's window on the activation h (K = 0: no pooling)
+	pooled int         // positions per example after pooling
+	a      cuda.Buffer // the patch matrix: phys·rows × in
+	p, idx cuda.Buffer // the pooled activation and its argmax positions: phys·pooled × out
+	dp     cuda.Buffer // the error at the pooled activation (from the next layer)
+	dpatch cuda.Buffer // the error at the patch matrix, phys·rows × in (not the first layer)
+	g      cuda.Buffer // the per-example gradients Ĝᵢ, phys × (in+1)·out
+	acc    cuda.Buffer // the clipped sum Σ cᵢ·Ĝᵢ in float64, (in+1)·out
+}
+
+// output is the buffer the next layer reads: the pooled activation of a pooling convolution,
+// else the activation.
+func (l *cudaLayer) output() cuda.Buffer {
+	if l.conv != nil && l.conv.pool.K > 0 {
+		return l.conv.p
+	}
+	return l.h
+}
+
+// outErr is the buffer the next layer's backward pass writes the error at output() into.
+func (l *cudaLayer) outErr() cuda.Buffer {
+	if l.conv != nil && l.conv.pool.K > 0 {
+		return l.conv.dp
+	}
+	return l.e
+}
+
+// cudaBackend is the CUDA backend of the DP step (backend): a float32 model (logreg, MLP or
+// CNN; CUDASupport) on one device, with the training set, the parameters, the gradient sums
 // and the optimizer's moments in device memory; a step uploads only the batch's indices and
 // reads back per-example statistics. The step's logic (which noise, its key, the learning
 // rate, the guards) is run.dpStep's; this type runs its numbers with the kernels of
@@ -99,8 +133,12 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes) {
 		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d layers: want 2 float32 per layer", len(params.List), params.Dtype, len(shapes))
 	}
+	convs, err := cfg.Arch.ConvLayouts()
+	if err != nil {
+		return nil, err
+	}
 	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, params: params, opt: opt}
-	if err := b.setup(shapes, train); err != nil {
+	if err := b.setup(shapes, convs, train); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -115,7 +153,7 @@ func (b *cudaBackend) alloc(bytes int) (cuda.Buffer, error) {
 	return buf, err
 }
 
-func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) error {
+func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train *datasets.Dataset) error {
 	p := b.phys
 	var err error
 	a := func(bytes int) cuda.Buffer {
@@ -138,16 +176,42 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) err
 	b.scratch = a(p * maxOut * 4)
 	b.ones = a(p * 4)
 	moments := b.opt.kind.moments
-	for _, s := range shapes {
-		l := &cudaLayer{in: s.In, out: s.Out}
+	for li, s := range shapes {
+		l := &cudaLayer{in: s.In, out: s.Out, rows: s.Positions}
+		rows := p * s.Positions
 		l.w, l.b = a(s.In*s.Out*4), a(s.Out*4)
 		l.gw, l.gb = a(s.In*s.Out*4), a(s.Out*4)
-		l.z, l.h, l.e = a(p*s.Out*4), a(p*s.Out*4), a(p*s.Out*4)
+		l.z, l.h, l.e = a(rows*s.Out*4), a(rows*s.Out*4), a(rows*s.Out*4)
 		if moments >= 1 {
 			l.mw, l.mb = a(s.In*s.Out*4), a(s.Out*4)
 		}
 		if moments >= 2 {
 			l.vw, l.vb = a(s.In*s.Out*4), a(s.Out*4)
+		}
+		if li < len(convs) {
+			c := convs[li]
+			if c.OutH*c.OutW != s.Positions || c.InC*c.Spec.Kernel*c.Spec.Kernel != s.In {
+				return fmt.Errorf("engine: cuda backend: convolution %d: layout %+v does not match layer %+v", li, c, s)
+			}
+			l.conv = &cudaConv{
+				win:    cuda.Window{C: c.InC, H: c.InH, W: c.InW, K: c.Spec.Kernel, S: c.Spec.Stride, Pad: c.Spec.Pad},
+				pooled: c.PoolH * c.PoolW,
+			}
+			cv := l.conv
+			cv.a = a(rows * s.In * 4)
+			if c.Spec.PoolKernel > 0 {
+				cv.pool = cuda.Window{C: s.Out, H: c.OutH, W: c.OutW, K: c.Spec.PoolKernel, S: c.Spec.PoolStride}
+				if c.OutH < cv.pool.K || c.OutW < cv.pool.K {
+					return fmt.Errorf("engine: cuda backend: convolution %d: a %d×%d pooling window does not fit its %d×%d output", li, cv.pool.K, cv.pool.K, c.OutH, c.OutW)
+				}
+				n := p * cv.pooled * s.Out * 4
+				cv.p, cv.idx, cv.dp = a(n), a(n), a(n)
+			}
+			if li > 0 {
+				cv.dpatch = a(rows * s.In * 4)
+			}
+			cv.g = a(p * (s.In + 1) * s.Out * 4)
+			cv.acc = a((s.In + 1) * s.Out * 8)
 		}
 		b.layers = append(b.layers, l)
 	}
@@ -290,36 +354,69 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	if err := d.GatherBatch(b.x, b.y, b.X, b.Y, b.idx, b.mask, p, ds.D, ds.Classes); err != nil {
 		return err
 	}
-	// Forward: Z = A·W + b, H = act(Z) (the logits are the last Z).
-	a := b.x
+	// Forward: Z = A·W + b, H = act(Z) (the logits are the last Z); a convolution's A is the
+	// patch matrix of its input (the images for the first), its H max-pooled when it pools.
+	last := len(b.layers) - 1
 	for li, l := range b.layers {
-		if err := firstErr(d.Sgemm(false, false, p, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out), d.BiasAdd(l.z, l.b, p, l.out)); err != nil {
-			return err
-		}
-		if li < len(b.layers)-1 {
-			if err := d.Activate(l.h, l.z, p*l.out, b.tanh); err != nil {
+		a, rows := b.input(li), p*l.rows
+		if cv := l.conv; cv != nil {
+			if err := d.Im2Col(cv.a, a, p, cv.win, li == 0); err != nil {
 				return err
 			}
-			a = l.h
+			a = cv.a
+		}
+		if err := firstErr(d.Sgemm(false, false, rows, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
+			return err
+		}
+		if li == last {
+			break
+		}
+		if err := d.Activate(l.h, l.z, rows*l.out, b.tanh); err != nil {
+			return err
+		}
+		if cv := l.conv; cv != nil && cv.pool.K > 0 {
+			if err := d.MaxPool(cv.p, cv.idx, l.h, p, cv.pool); err != nil {
+				return err
+			}
 		}
 	}
-	// Backward: errors at every pre-activation.
-	last := b.layers[len(b.layers)-1]
-	if err := d.SoftmaxXent(last.e, b.loss, b.correct, last.z, b.y, p, ds.Classes); err != nil {
+	// Backward: errors at every pre-activation, through the patch matrices (col2im) and the
+	// pooling (to each window's maximum).
+	if err := d.SoftmaxXent(b.layers[last].e, b.loss, b.correct, b.layers[last].z, b.y, p, ds.Classes); err != nil {
 		return err
 	}
-	for li := len(b.layers) - 1; li > 0; li-- {
+	for li := last; li > 0; li-- {
 		l, prev := b.layers[li], b.layers[li-1]
-		if err := firstErr(d.Sgemm(false, true, p, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, prev.e, l.in),
-			d.ActivateBackward(prev.e, prev.z, prev.h, p*l.in, b.tanh)); err != nil {
+		if cv := l.conv; cv != nil {
+			if err := firstErr(d.Sgemm(false, true, p*l.rows, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, cv.dpatch, l.in),
+				d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
+				return err
+			}
+		} else if err := d.Sgemm(false, true, p, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, prev.outErr(), l.in); err != nil {
+			return err
+		}
+		if cv := prev.conv; cv != nil && cv.pool.K > 0 {
+			if err := d.MaxPoolBackward(prev.e, cv.dp, cv.idx, p, cv.pool); err != nil {
+				return err
+			}
+		}
+		if err := d.ActivateBackward(prev.e, prev.z, prev.h, p*prev.rows*prev.out, b.tanh); err != nil {
 			return err
 		}
 	}
-	// Ghost norms and clip coefficients.
+	// Per-example norms: ghost norms for dense layers; a convolution's per-example gradients
+	// Ĝᵢ = [Aᵢ, 1]ᵀEᵢ materialized and their squared norms taken (docs/design.md step 3).
 	if err := d.Zero(b.norm2, p*8); err != nil {
 		return err
 	}
 	for li, l := range b.layers {
+		if cv := l.conv; cv != nil {
+			if err := firstErr(d.ExampleGrads(cv.g, cv.a, l.e, p, l.rows, l.in, l.out), d.RowSqNorms(b.asq, cv.g, p, (l.in+1)*l.out),
+				d.AddF64(b.norm2, b.asq, p)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := firstErr(d.RowSqNorms(b.asq, b.input(li), p, l.in), d.RowSqNorms(b.esq, l.e, p, l.out), d.GhostAccum(b.norm2, b.asq, b.esq, p, true)); err != nil {
 			return err
 		}
@@ -327,8 +424,17 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	if err := d.ClipCoefs(b.coef, b.norm2, b.mask, clip, p); err != nil {
 		return err
 	}
-	// Clipped sums: the first physical batch sets the gradients, later ones add by GEMM.
+	// Clipped sums: the first physical batch sets the gradients, later ones add. A convolution
+	// adds cᵢ·Ĝᵢ of the very gradients whose norms were taken, in float64 across the batch's
+	// physical batches (docs/design.md step 5), rounded to float32 into gw, gb; a dense layer
+	// is one GEMM.
 	for li, l := range b.layers {
+		if cv := l.conv; cv != nil {
+			if err := d.CoefSum(cv.acc, l.gw, l.gb, cv.g, b.coef, p, l.in, l.out, first); err != nil {
+				return err
+			}
+			continue
+		}
 		in := b.input(li)
 		if first {
 			if err := d.ClippedSum(l.gw, l.gb, in, l.e, p, l.in, l.out, b.coef, b.scratch); err != nil {
@@ -345,12 +451,14 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	return nil
 }
 
-// input is the activation buffer feeding layer li.
+// input is the activation buffer feeding layer li: the batch for the first layer (a
+// convolution's images), else the previous layer's output (a convolution's pooled rows, read
+// by a dense layer as one row of positions·channels per example).
 func (b *cudaBackend) input(li int) cuda.Buffer {
 	if li == 0 {
 		return b.x
 	}
-	return b.layers[li-1].h
+	return b.layers[li-1].output()
 }
 
 // philox is key as the device's noise kernels take it.

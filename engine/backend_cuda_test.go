@@ -8,6 +8,7 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
+	"gorgonia.org/tensor"
 )
 
 // stepPair builds the same run twice, on the CPU backend and on the CUDA backend (fake
@@ -40,24 +41,71 @@ func stepPair(t *testing.T, arch nn.Arch, opt OptimizerConfig, train *datasets.D
 	return cpu, gpu
 }
 
+// imageProblem is deviceProblem's problem with image shape shape (C, H, W), for convolutional
+// models: Synthetic's clusters in C·H·W features, read as C×H×W images.
+func imageProblem(t testing.TB, shape []int) (train, test *datasets.Dataset) {
+	t.Helper()
+	c := datasets.DefaultSynthetic()
+	c.Train, c.Test, c.Features, c.Classes = 240, 200, shape[0]*shape[1]*shape[2], 4
+	train, test, err := datasets.Synthetic(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train.Shape, test.Shape = append([]int(nil), shape...), append([]int(nil), shape...)
+	return train, test
+}
+
+// TestDeviceMatchesCPUCNN is TestDeviceMatchesCPU for a small CNN (the MNIST CNN's layers on
+// 1×14×14 images, tanh, momentum with a moving average), trained two epochs on the CPU and on
+// the CUDA backend: the same steps, ε and counts exactly, parameters and moments to its
+// float32 tolerance (the same argument: the convolutions' GEMMs sum in other orders, and their
+// data movements and per-example sums are engine/nn's, bit for bit).
+func TestDeviceMatchesCPUCNN(t *testing.T) {
+	train, test := imageProblem(t, []int{1, 14, 14})
+	c := deviceCase{"cnn-poisson-momentum-ema", func(ds *datasets.Dataset) nn.Arch { return nn.CNN(ds.Shape, ds.Classes, []int{6}, nn.Tanh) },
+		OptimizerConfig{Name: "momentum", LR: 0.3, Momentum: 0.9, EMA: 0.9}, "poisson", true, ""}
+	deviceMatchesCPU(t, c, train, test, 2)
+}
+
 // TestBackendsTakeTheSameStep: run.dpStep — the one DP step — on the CPU and CUDA backends,
 // step by step: the same statistics (batch size, non-finite and clipped counts, correct
 // predictions) exactly, the same loss, noisy gradient and parameters to float32 rounding, for
-// dense models, every optimizer, a batch over several physical batches with a padded last
-// one, and a non-finite example in the batch (zeroed on both, never applied).
+// dense and convolutional models, every optimizer, a batch over several physical batches with
+// a padded last one, and a non-finite example in the batch (zeroed on both, never applied).
+//
+// Tolerance, 1e-5·(1 + |v|) for gradients and parameters: the two backends sum the same
+// float32 products in other orders (cuBLAS GEMMs against gonum's, for the forward and backward
+// passes and a convolution's per-example gradients Ĝᵢ; the device's float32 dense clipped sums
+// against the CPU's float64 ones) and round the same noise once each. Each sum is then within
+// a few float32 ulps (6e-8 relative each) of the other, times the terms' magnitudes; the
+// gradients here are O(0.01) (the noise std over the expected batch) and the parameters O(1),
+// so the differences stay below 1e-6·(1 + |v|). A wrong patch, pooling or col2im index, a
+// missed clip or a wrong noise key moves them by 1e-3 or more.
 func TestBackendsTakeTheSameStep(t *testing.T) {
-	train, _ := deviceProblem(t)
-	train.X[5*train.D+3] = float32(math.Inf(1)) // example 5: non-finite gradient
+	dense, _ := deviceProblem(t)
+	cnnData, _ := imageProblem(t, []int{1, 14, 14})
+	multiData, _ := imageProblem(t, []int{2, 7, 6})
+	for _, ds := range []*datasets.Dataset{dense, cnnData, multiData} {
+		ds.X[5*ds.D+3] = float32(math.Inf(1)) // example 5: non-finite gradient
+	}
+	// multi: two channels, a first convolution without pooling and a padded second one with
+	// overlapping pooling windows, ReLU.
+	multi := nn.Arch{Kind: "cnn", Input: multiData.Shape, Classes: multiData.Classes, Hidden: []int{5}, Activation: nn.ReLU,
+		Conv: []nn.ConvSpec{{Filters: 3, Kernel: 3, Stride: 1, Pad: 0}, {Filters: 4, Kernel: 3, Stride: 1, Pad: 1, PoolKernel: 2, PoolStride: 1}}}
 	for _, tc := range []struct {
-		name string
-		arch nn.Arch
-		opt  OptimizerConfig
+		name  string
+		arch  nn.Arch
+		opt   OptimizerConfig
+		train *datasets.Dataset
 	}{
-		{"logreg-sgd", nn.LogReg(train.Shape, train.Classes), OptimizerConfig{Name: OptimizerSGD, LR: 0.3}},
-		{"mlp-tanh-momentum", nn.MLP(train.Shape, train.Classes, []int{10}, nn.Tanh), OptimizerConfig{Name: OptimizerMomentum, LR: 0.2, Momentum: 0.9, WeightDecay: 1e-3}},
-		{"mlp-relu-adam", nn.MLP(train.Shape, train.Classes, []int{9, 7}, nn.ReLU), OptimizerConfig{Name: OptimizerAdam, LR: 0.01}},
+		{"logreg-sgd", nn.LogReg(dense.Shape, dense.Classes), OptimizerConfig{Name: OptimizerSGD, LR: 0.3}, dense},
+		{"mlp-tanh-momentum", nn.MLP(dense.Shape, dense.Classes, []int{10}, nn.Tanh), OptimizerConfig{Name: OptimizerMomentum, LR: 0.2, Momentum: 0.9, WeightDecay: 1e-3}, dense},
+		{"mlp-relu-adam", nn.MLP(dense.Shape, dense.Classes, []int{9, 7}, nn.ReLU), OptimizerConfig{Name: OptimizerAdam, LR: 0.01}, dense},
+		{"cnn-tanh-momentum", nn.CNN(cnnData.Shape, cnnData.Classes, []int{6}, nn.Tanh), OptimizerConfig{Name: OptimizerMomentum, LR: 0.2, Momentum: 0.9, WeightDecay: 1e-3}, cnnData},
+		{"cnn-multichannel-relu-adam", multi, OptimizerConfig{Name: OptimizerAdam, LR: 0.01}, multiData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			train := tc.train
 			cpu, gpu := stepPair(t, tc.arch, tc.opt, train)
 			for step := range 2 {
 				idx := make([]int, 21) // 2 physical batches of 16, the last padded
@@ -110,13 +158,17 @@ func TestBackendsTakeTheSameStep(t *testing.T) {
 	}
 }
 
-// TestCUDABackendRefuses: the device takes dense float32 models only, and a step with an
-// index outside the dataset fails without touching the parameters.
+// TestCUDABackendRefuses: the device takes float32 models, convolutional ones included, and
+// a step with an index outside the dataset fails without touching the parameters.
 func TestCUDABackendRefuses(t *testing.T) {
 	train, _ := deviceProblem(t)
-	cnn := Config{Arch: nn.CNN([]int{1, 3, 4}, train.Classes, nil, nn.ReLU), PhysicalBatch: 4, Clip: 1}
-	if err := CUDASupport(&cnn); err == nil || !strings.Contains(err.Error(), "convolutional") {
-		t.Fatalf("CUDASupport(CNN) = %v, want a refusal naming convolutional models", err)
+	cnn := Config{Arch: nn.CNN([]int{1, 28, 28}, train.Classes, nil, nn.ReLU), PhysicalBatch: 4, Clip: 1}
+	if err := CUDASupport(&cnn); err != nil {
+		t.Fatalf("CUDASupport(CNN) = %v, want nil", err)
+	}
+	cnn.Dtype = tensor.Float64
+	if err := CUDASupport(&cnn); err == nil || !strings.Contains(err.Error(), "float64") {
+		t.Fatalf("CUDASupport(float64 CNN) = %v, want a refusal naming float64", err)
 	}
 	_, gpu := stepPair(t, nn.LogReg(train.Shape, train.Classes), OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, train)
 	before := append([]float32(nil), paramSlices[float32](gpu.params)[0]...)

@@ -12,7 +12,7 @@ import (
 // Devices of Config.Device.
 const (
 	DeviceCPU  = "cpu"  // the Gorgonia graphs and CPU kernels (the default)
-	DeviceCUDA = "cuda" // the CUDA backend (a dense float32 model on the device); a run it cannot take fails
+	DeviceCUDA = "cuda" // the CUDA backend (a float32 model on the device); a run it cannot take fails
 	DeviceAuto = "auto" // the CUDA backend when it can take the run, else the CPU
 )
 
@@ -23,15 +23,14 @@ const (
 var ErrDeviceUnavailable = errors.New("engine: the CUDA device cannot take this run")
 
 // CUDASupport returns nil when the CUDA backend runs cfg's configuration, else why not: it
-// runs dense float32 models (logreg, MLP) with Gaussian or ball noise from the seeded stream,
-// any optimizer, schedule and moving average; convolutional models, float64 and secure
-// noise run on the CPU only. It does not look for a device.
+// runs float32 models — logreg, MLP and convolutional models (nn.Arch.Conv: convolutions with
+// optional max pooling, in engine/nn's row layout) — with Gaussian or ball noise from the
+// seeded stream, any optimizer, schedule and moving average; float64 and secure noise run on
+// the CPU only. It does not look for a device.
 func CUDASupport(cfg *Config) error {
 	switch {
 	case cfg.Dtype == tensor.Float64:
 		return errors.New("float64 runs on the CPU only (the CUDA backend computes in float32)")
-	case len(cfg.Arch.Conv) > 0:
-		return fmt.Errorf("convolutional models (%s) run on the CPU only (the CUDA backend runs dense models: logreg, mlp)", cfg.Arch.Kind)
 	case cfg.Secure && !cfg.NonPrivate:
 		return errors.New("secure noise (Config.Secure, --secure) is drawn on the CPU only (the CUDA kernels draw the seeded Philox stream)")
 	}

@@ -401,7 +401,7 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.hidden, "hidden", "256", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "tanh", "tanh or relu")
 	fs.StringVar(&f.batches, "batch-sizes", "256,1024", "logical batch sizes, comma-separated")
-	fs.StringVar(&f.device, "device", "auto", "cpu, auto (the CPU, and the GPU too when there is one) or cuda (the GPU only; dense float32 models)")
+	fs.StringVar(&f.device, "device", "auto", "cpu, auto (the CPU, and the GPU too when there is one) or cuda (the GPU only; float32 models)")
 	fs.Var(countFlag{&f.physBatch, 0}, "physical-batch", "rows of the compiled graph (0: min(256, batch))")
 	fs.Var(countFlag{&f.replicas, 0}, "replicas", "graph replicas run in parallel (0: one per CPU)")
 	addBLASFlag(fs, &f.blas)

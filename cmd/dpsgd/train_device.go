@@ -11,7 +11,7 @@ import (
 
 // deviceApply sets where `dpsgd train` runs (rc.cfg.Device) from --device: cpu runs on the
 // CPU; auto and cuda use the CUDA backend when the run is one it takes (engine.CUDASupport:
-// dense float32 models, seeded noise) and a GPU is usable (deviceResolve). Under auto every
+// float32 models, seeded noise) and a GPU is usable (deviceResolve). Under auto every
 // reason not to is one line on stderr and the run goes on on the CPU, including a device that
 // cannot hold the model and data (the engine's OnDeviceFallback); under cuda it is a usage
 // error (exit 2) naming the reason. A device failure after the first step is a run error.

@@ -2,11 +2,14 @@ package cuda_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	drv "github.com/dpsgd/dpsgd/cuda"
+	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
 )
 
@@ -406,6 +409,224 @@ func TestLayerOpsAgainstReference(t *testing.T) {
 		if (v == 1) != (i < 11) || (v != 0 && v != 1) {
 			t.Fatalf("mask[%d] = %v", i, v)
 		}
+	}
+}
+
+// convArches are the convolution geometries of the row-layout kernel tests: several channels,
+// padding in a later layer, pooling at strides 1 and 2 (overlapping windows, whose gradients
+// add), the MNIST CNN's two layers on a 14×14 input, and a 4×4 kernel on a 3×3 input, which
+// engine/nn accepts (one output position) and pads with zeros.
+var convArches = []nn.Arch{
+	{Kind: "cnn", Input: []int{2, 7, 6}, Classes: 3, Activation: nn.ReLU, Conv: []nn.ConvSpec{
+		{Filters: 3, Kernel: 3, Stride: 1, Pad: 1, PoolKernel: 2, PoolStride: 1},
+		{Filters: 4, Kernel: 3, Stride: 2, Pad: 1, PoolKernel: 2, PoolStride: 2},
+	}},
+	nn.CNN([]int{1, 14, 14}, 3, nil, nn.Tanh),
+	{Kind: "cnn", Input: []int{1, 4, 4}, Classes: 3, Activation: nn.ReLU, Conv: []nn.ConvSpec{
+		{Filters: 2, Kernel: 2, Stride: 1}, {Filters: 3, Kernel: 4, Stride: 2},
+	}},
+}
+
+// window is layout l's convolution window on its input (pool false) or its pooling window on
+// the convolution's output (pool true), as the CUDA backend builds them.
+func window(l nn.ConvLayout, pool bool) drv.Window {
+	if pool {
+		return drv.Window{C: l.Spec.Filters, H: l.OutH, W: l.OutW, K: l.Spec.PoolKernel, S: l.Spec.PoolStride}
+	}
+	return drv.Window{C: l.InC, H: l.InH, W: l.InW, K: l.Spec.Kernel, S: l.Spec.Stride, Pad: l.Spec.Pad}
+}
+
+// sameBits fails unless got and want hold the same float32 bits (NaNs of any payload alike).
+func sameBits(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Fatalf("%s[%d] = %v, engine/nn %v (want the same bits)", name, i, g, w)
+		}
+	}
+}
+
+// quantized draws values on a grid of 8 levels, so that pooling windows have ties.
+func quantized(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.IntN(8)-4) * 0.25
+	}
+	return x
+}
+
+// TestConvOpsAgainstNN: the row-layout kernels (im2col for the first convolution and for a
+// later one, its gradient col2im, max pooling with its argmax and the pooling gradient) give
+// engine/nn's values bit for bit: the forward ops only move values, and the gradients add the
+// same terms in the same order. Pooling inputs have ties (first maximum wins) and a NaN.
+func TestConvOpsAgainstNN(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	const b = 3
+	for ai, arch := range convArches {
+		ls, err := arch.ConvLayouts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for li, l := range ls {
+			name := fmt.Sprintf("arch %d layer %d", ai, li)
+			w := window(l, false)
+			oh, ow := w.Out()
+			if oh != l.OutH || ow != l.OutW {
+				t.Fatalf("%s: window output %d×%d, engine/nn %d×%d", name, oh, ow, l.OutH, l.OutW)
+			}
+			cols := l.InC * l.Spec.Kernel * l.Spec.Kernel
+			x := randF32(rng, b*l.InC*l.InH*l.InW, 1)
+			want := make([]float32, b*oh*ow*cols)
+			if li == 0 {
+				nn.Im2Col(want, x, b, l)
+			} else {
+				nn.Patches(want, x, b, l)
+			}
+			X, P := upload(t, d, x), mustAlloc(t, d, len(want)*4)
+			if err := d.Im2Col(P, X, b, w, li == 0); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, name+" im2col", download[float32](t, d, P, len(want)), want)
+			if li > 0 {
+				dp := randF32(rng, len(want), 1)
+				dx := make([]float32, len(x))
+				nn.PatchesGrad(dx, dp, b, l)
+				DP, DX := upload(t, d, dp), mustAlloc(t, d, len(x)*4)
+				if err := d.Col2Im(DX, DP, b, w); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, name+" col2im", download[float32](t, d, DX, len(x)), dx)
+			}
+			if l.Spec.PoolKernel == 0 {
+				continue
+			}
+			pw := window(l, true)
+			z := quantized(rng, b*l.OutH*l.OutW*l.Spec.Filters)
+			z[0] = float32(math.NaN())                       // a NaN at a window's first position: kept
+			z[len(z)-1-l.Spec.Filters] = float32(math.NaN()) // a later NaN: never the maximum
+			pooled := make([]float32, b*l.PoolH*l.PoolW*l.Spec.Filters)
+			nn.Pool(pooled, z, b, l)
+			Z, O, I := upload(t, d, z), mustAlloc(t, d, len(pooled)*4), mustAlloc(t, d, len(pooled)*4)
+			if err := d.MaxPool(O, I, Z, b, pw); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, name+" maxpool", download[float32](t, d, O, len(pooled)), pooled)
+			dy := randF32(rng, len(pooled), 1)
+			dz := make([]float32, len(z))
+			nn.PoolGrad(dz, z, dy, b, l)
+			DY, DZ := upload(t, d, dy), mustAlloc(t, d, len(z)*4)
+			if err := d.MaxPoolBackward(DZ, DY, I, b, pw); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, name+" maxpool backward", download[float32](t, d, DZ, len(z)), dz)
+		}
+	}
+	// A pooling window that does not fit its input is refused, not read out of bounds, and
+	// pooling takes no padding.
+	big := mustAlloc(t, d, 1<<12)
+	if err := d.MaxPool(big, big, big, 1, drv.Window{C: 1, H: 1, W: 3, K: 2, S: 2}); err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("MaxPool with a 2×2 window on 1×3: err = %v", err)
+	}
+	if err := d.MaxPool(big, big, big, 1, drv.Window{C: 1, H: 4, W: 4, K: 2, S: 1, Pad: 1}); err == nil {
+		t.Fatal("MaxPool with padding accepted")
+	}
+}
+
+// TestExampleGradsAndCoefSum: the per-example gradients of a convolution-sized GEMM layer
+// (ExampleGrads: one strided-batched GEMM and the bias column sums) against kernels.Gemm and
+// the CPU's float32 bias sums, their squared norms, and the clipped sum Σ cᵢ·Ĝᵢ (CoefSum)
+// against float64 sums in example order of the device's own Ĝᵢ, over two physical batches, an
+// example with coefficient 0 whose gradient is NaN skipped.
+func TestExampleGradsAndCoefSum(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	const b, p, din, h = 5, 9, 12, 4
+	n := (din + 1) * h
+	a, e := randF32(rng, b*p*din, 1), randF32(rng, b*p*h, 0.5)
+	a[2*p*din+5] = float32(math.NaN()) // example 2: its gradient is NaN
+	A, E, G := upload(t, d, a), upload(t, d, e), mustAlloc(t, d, b*n*4)
+	if err := d.ExampleGrads(G, A, E, b, p, din, h); err != nil {
+		t.Fatal(err)
+	}
+	g := download[float32](t, d, G, b*n)
+	for i := range b {
+		want := make([]float32, n)
+		kernels.Gemm(true, false, din, h, p, 1, a[i*p*din:(i+1)*p*din], din, e[i*p*h:(i+1)*p*h], h, 0, want[:din*h], h)
+		for r := range p {
+			for j := range h {
+				want[din*h+j] += e[(i*p+r)*h+j]
+			}
+		}
+		if i == 2 {
+			if !math.IsNaN(float64(g[i*n+5*h])) {
+				t.Fatalf("example 2's gradient row 5 = %v, want NaN", g[i*n+5*h])
+			}
+			continue
+		}
+		checkClose(t, fmt.Sprintf("Ĝ%d weights", i), g[i*n:i*n+din*h], want[:din*h], 1e-6)
+		sameBits(t, fmt.Sprintf("Ĝ%d bias", i), g[i*n+din*h:(i+1)*n], want[din*h:])
+	}
+	// Norms: row_sqnorm over each example's (din+1)·h values, added to norm2.
+	norm2 := make([]float64, b)
+	for i := range norm2 {
+		norm2[i] = 0.5
+	}
+	N2, SQ := upload(t, d, norm2), mustAlloc(t, d, b*8)
+	if err := errors.Join(d.RowSqNorms(SQ, G, b, n), d.AddF64(N2, SQ, b)); err != nil {
+		t.Fatal(err)
+	}
+	gn := download[float64](t, d, N2, b)
+	for i := range b {
+		sq := make([]float64, 1)
+		kernels.RowSqNorms(sq, g[i*n:(i+1)*n], 1, n)
+		if want := 0.5 + sq[0]; !relClose(gn[i], want, 1e-15) && !(math.IsNaN(gn[i]) && math.IsNaN(want)) {
+			t.Fatalf("norm2[%d] = %v, want %v", i, gn[i], want)
+		}
+	}
+	// Clipped sums over two batches: the second adds to the first in float64.
+	coef := []float64{0.5, 1, 0, 0.25, 1e-3}
+	C := upload(t, d, coef)
+	ACC, W, B := mustAlloc(t, d, n*8), mustAlloc(t, d, din*h*4), mustAlloc(t, d, h*4)
+	want := make([]float64, n)
+	for pass := range 2 {
+		batch := make([]float64, n)
+		for i, c := range coef {
+			if c == 0 {
+				continue
+			}
+			for j := range n {
+				batch[j] += c * float64(g[i*n+j])
+			}
+		}
+		for j := range n {
+			want[j] += batch[j]
+		}
+		if err := d.CoefSum(ACC, W, B, G, C, b, din, h, pass == 0); err != nil {
+			t.Fatal(err)
+		}
+		acc := download[float64](t, d, ACC, n)
+		gw, gb := download[float32](t, d, W, din*h), download[float32](t, d, B, h)
+		for j := range n {
+			if acc[j] != want[j] {
+				t.Fatalf("pass %d: acc[%d] = %v, want %v (the same float64 sums)", pass, j, acc[j], want[j])
+			}
+			got := gb[max(j-din*h, 0)]
+			if j < din*h {
+				got = gw[j]
+			}
+			if got != float32(want[j]) {
+				t.Fatalf("pass %d: rounded sum %d = %v, want %v", pass, j, got, float32(want[j]))
+			}
+		}
+	}
+	// The batched GEMM refuses matrices past the end of their buffers.
+	if err := d.SgemmStridedBatched(true, false, din, h, p, 1, A, din, p*din, E, h, p*h, 0, G, h, n, b+1); err == nil {
+		t.Fatal("SgemmStridedBatched past the end of its buffers accepted")
 	}
 }
 

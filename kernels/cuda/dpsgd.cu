@@ -487,6 +487,153 @@ KERNEL void softmax_xent_f32(float* e, double* loss, int* correct, const float* 
 	if (TID == 0) loss[i] = s[0];
 }
 
+/* ---------------- convolutions in the row layout (engine/nn rowsop.go, im2col.go) ----------------
+   An activation of b examples with h×w positions and c channels is the (b·h·w)×c matrix, rows
+   example-major then image row then column (engine/nn's row layout). A convolution is a GEMM
+   over its patch matrix; these kernels are the data movements around it, each a gather (one
+   thread per output value, no atomics), and each backward kernel adds its terms in the order
+   of engine/nn's scatter loops, so that the float sums are the CPU's bit for bit. A window
+   op's output has oh = (h + 2·pad − k)/s + 1 by ow positions, computed by the host. */
+
+/* Patch matrix of b inputs: out is (b·oh·ow) × (k·k·c), rows example-major then output row then
+   column; zero padding outside the input. chw = 1: each input is a c×h×w image (a dataset row,
+   the first convolution, engine/nn im2col) and the columns are ordered (channel, kernel row,
+   kernel column); chw = 0: the input is in the row layout and the columns are ordered (kernel
+   row, kernel column, channel) (engine/nn rowsOp's patches). */
+KERNEL void im2col_f32(float* out, const float* x, int b, int c, int h, int w, int k, int s, int pad, int oh, int ow, int chw) {
+	i64 cols = (i64)k * k * c;
+	GSTRIDE_LOOP(t, (i64)b * oh * ow * cols) {
+		i64 r = t / cols, j = t % cols;
+		i64 i = r / ((i64)oh * ow), pos = r % ((i64)oh * ow);
+		i64 oy = pos / ow, ox = pos % ow;
+		i64 ch, ky, kx;
+		if (chw) {
+			ch = j / ((i64)k * k);
+			ky = (j / k) % k;
+			kx = j % k;
+		} else {
+			ky = j / ((i64)k * c);
+			kx = (j / c) % k;
+			ch = j % c;
+		}
+		i64 y = oy * s - pad + ky, xx = ox * s - pad + kx;
+		float v = 0.0f;
+		if (y >= 0 && y < h && xx >= 0 && xx < w) {
+			v = chw ? x[((i * c + ch) * h + y) * w + xx] : x[((i * h + y) * w + xx) * c + ch];
+		}
+		out[t] = v;
+	}
+}
+
+/* The gradient of im2col_f32 with chw = 0 (engine/nn patchesBackward): dx ((b·h·w)×c) at a
+   pixel is the sum of the patch entries dp ((b·oh·ow)×(k·k·c)) copied from it, added from 0
+   in the order of the output positions (oy, ox) that read it. */
+KERNEL void col2im_f32(float* dx, const float* dp, int b, int c, int h, int w, int k, int s, int pad, int oh, int ow) {
+	i64 cols = (i64)k * k * c;
+	GSTRIDE_LOOP(t, (i64)b * h * w * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)h * w), pos = r % ((i64)h * w);
+		i64 y = pos / w, xx = pos % w;
+		float acc = 0.0f;
+		for (i64 oy = 0; oy < oh; oy++) {
+			i64 ky = y + pad - oy * s;
+			if (ky < 0 || ky >= k) continue;
+			for (i64 ox = 0; ox < ow; ox++) {
+				i64 kx = xx + pad - ox * s;
+				if (kx < 0 || kx >= k) continue;
+				acc += dp[((i * oh + oy) * ow + ox) * cols + (ky * k + kx) * c + ch];
+			}
+		}
+		dx[t] = acc;
+	}
+}
+
+/* Max pooling in the row layout, k×k windows at stride s, no padding (engine/nn poolForward):
+   out ((b·oh·ow)×c) is each window's maximum, the first one in scan order (kernel row, then
+   column) on ties; idx holds its position y·w + x in the example (NaN: a NaN first entry is
+   kept, a later NaN never wins, as the CPU's comparisons). */
+KERNEL void maxpool_f32(float* out, int* idx, const float* x, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	GSTRIDE_LOOP(t, (i64)b * oh * ow * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)oh * ow), pos = r % ((i64)oh * ow);
+		i64 oy = pos / ow, ox = pos % ow;
+		const float* xi = x + i * h * w * c;
+		i64 at = (oy * s) * w + ox * s;
+		float best = xi[at * c + ch];
+		for (i64 ky = 0; ky < k; ky++) {
+			for (i64 kx = 0; kx < k; kx++) {
+				i64 q = (oy * s + ky) * w + ox * s + kx;
+				float v = xi[q * c + ch];
+				if (v > best) { best = v; at = q; }
+			}
+		}
+		out[t] = best;
+		idx[t] = (int)at;
+	}
+}
+
+/* The gradient of maxpool_f32 (engine/nn poolBackward): dx ((b·h·w)×c) at a position is the
+   sum of dy ((b·oh·ow)×c) over the windows whose maximum it is (idx), added from 0 in scan
+   order of the windows. */
+KERNEL void maxpool_bwd_f32(float* dx, const float* dy, const int* idx, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	GSTRIDE_LOOP(t, (i64)b * h * w * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)h * w), pos = r % ((i64)h * w);
+		i64 y = pos / w, xx = pos % w;
+		float acc = 0.0f;
+		for (i64 oy = 0; oy < oh; oy++) {
+			if (y < oy * s || y >= oy * s + k) continue;
+			for (i64 ox = 0; ox < ow; ox++) {
+				if (xx < ox * s || xx >= ox * s + k) continue;
+				i64 o = ((i * oh + oy) * ow + ox) * c + ch;
+				if (idx[o] == pos) acc += dy[o];
+			}
+		}
+		dx[t] = acc;
+	}
+}
+
+/* Per-example bias gradients of a GEMM layer with `rows` rows per example: g[i·stride + j] =
+   Σ_r e[(i·rows + r)·cols + j] in float, rows in increasing order from 0 (engine/step.go
+   convGrads). */
+KERNEL void example_col_sum_f32(float* g, const float* e, int b, int rows, int cols, i64 stride) {
+	GSTRIDE_LOOP(t, (i64)b * cols) {
+		i64 i = t / cols, j = t % cols;
+		float acc = 0.0f;
+		for (i64 r = 0; r < rows; r++) acc += e[(i * rows + r) * cols + j];
+		g[i * stride + j] = acc;
+	}
+}
+
+/* dst[k] += src[k] (double). */
+KERNEL void add_f64(double* dst, const double* src, int n) {
+	GSTRIDE_LOOP(k, n) { dst[k] += src[k]; }
+}
+
+/* The clipped sum of materialized per-example gradients (engine/step.go convClippedSum): for
+   j < n, s = Σ c[i]·(double)g[i·n + j] over the examples i < b with c[i] ≠ 0, in example order
+   (an example with c = 0 is skipped, never multiplied: its gradient may hold NaN); acc[j] ← 0 + s
+   when first, else acc[j] + s (the CPU's float64 sums across physical batches); then the float rounding of acc[j] goes to w[j] (j < nw) or to
+   bias[j − nw]. */
+KERNEL void coef_sum_f32(double* acc, float* w, float* bias, const float* g, const double* c, int b, int n, int nw, int first) {
+	GSTRIDE_LOOP(j, n) {
+		double s = 0;
+		for (i64 i = 0; i < b; i++) {
+			double ci = c[i];
+			if (ci == 0) continue;
+			double p = ci * (double)g[i * n + j];
+			s += p;
+		}
+		double a = (first ? 0.0 : acc[j]) + s;
+		acc[j] = a;
+		if (j < nw) {
+			w[j] = (float)a;
+		} else {
+			bias[j - nw] = (float)a;
+		}
+	}
+}
+
 /* ---------------- update (engine/optim.go, engine/train.go) ---------------- */
 
 /* g[k] *= s (float). */

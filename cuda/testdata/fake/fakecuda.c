@@ -9,8 +9,8 @@
 
    Device memory is host memory. cuLaunchKernel dispatches on the kernel's name to the SAME
    kernels/cuda/dpsgd.cu, compiled here as C (DPSGD_HOST_EMULATION): the threads of a block
-   run as cooperative fibers (ucontext), one block at a time, so __syncthreads and __shared__
-   behave as on a GPU. Calls are checked as a strict driver would: known handles, pointers
+   run as cooperative fibers (started with ucontext, switched with setjmp), one block at a
+   time, so __syncthreads and __shared__ behave as on a GPU. Calls are checked as a strict driver would: known handles, pointers
    inside live allocations, copies within bounds, launch shapes, the kernel present in the
    loaded PTX text.
 
@@ -22,6 +22,8 @@
      FAKECUDA_HANG_SYNC=1     cuStreamSynchronize never returns (tests the request deadline)
 */
 #define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* _longjmp between fiber stacks: no __longjmp_chk */
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,37 +47,59 @@ static void fake_syncthreads(void);
 
 #define MAXTHREADS 1024
 #define STACK (64 * 1024)
-static ucontext_t sched_ctx;
-static ucontext_t fibers[MAXTHREADS];
+/* A fiber starts on its own stack by swapcontext (once per block) and then switches with
+   _setjmp/_longjmp, which save no signal mask: glibc's swapcontext makes a sigprocmask system
+   call at every switch, and the row kernels switch 128 threads at every __syncthreads, which
+   made those system calls most of a fake GPU step. */
+static ucontext_t boot_ctx, fiber_tmpl, fibers[MAXTHREADS];
+static jmp_buf sched_jb, fiber_jb[MAXTHREADS];
 static char* stacks[MAXTHREADS];
 static int fdone[MAXTHREADS];
 static int cur_fiber;
 static void (*cur_call)(void**);
 static void** cur_params;
 
-static void fake_syncthreads(void) { swapcontext(&fibers[cur_fiber], &sched_ctx); }
-static void fiber_entry(void) { cur_call(cur_params); fdone[cur_fiber] = 1; }
+static __attribute__((noinline)) void fake_syncthreads(void) {
+	if (!_setjmp(fiber_jb[cur_fiber])) _longjmp(sched_jb, 1);
+}
+static void fiber_entry(void) {
+	cur_call(cur_params);
+	fdone[cur_fiber] = 1;
+	_longjmp(sched_jb, 1);
+}
 
 static void run_block_fibers(int bdim) {
+	static int have_tmpl;
+	if (!have_tmpl) {
+		getcontext(&fiber_tmpl);
+		have_tmpl = 1;
+	}
 	for (int t = 0; t < bdim; t++) {
 		if (!stacks[t]) stacks[t] = malloc(STACK);
-		getcontext(&fibers[t]);
+		fibers[t] = fiber_tmpl;
 		fibers[t].uc_stack.ss_sp = stacks[t];
 		fibers[t].uc_stack.ss_size = STACK;
-		fibers[t].uc_link = &sched_ctx;
+		fibers[t].uc_link = NULL;
 		makecontext(&fibers[t], fiber_entry, 0);
 		fdone[t] = 0;
 	}
-	int alive = 1;
+	volatile int alive = 1, round = 0;
 	while (alive) {
 		alive = 0;
-		for (int t = 0; t < bdim; t++) {
+		for (volatile int t = 0; t < bdim; t++) {
 			if (fdone[t]) continue;
 			cur_fiber = t;
 			fake_tid = t;
-			swapcontext(&sched_ctx, &fibers[t]);
+			if (!_setjmp(sched_jb)) {
+				if (round == 0) {
+					swapcontext(&boot_ctx, &fibers[t]);
+				} else {
+					_longjmp(fiber_jb[t], 1);
+				}
+			}
 			if (!fdone[t]) alive = 1;
 		}
+		round++;
 	}
 }
 
@@ -132,6 +156,13 @@ static void k_softmax_xent_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(
 static void k_scale_f32(void** params) { CHK(0) scale_f32(P(0, float*), P(1, i64), P(2, float)); }
 static void k_nonfinite_f32(void** params) { CHK(0) CHK(1) nonfinite_f32(P(0, int*), P(1, const float*), P(2, i64)); }
 static void k_sgd_f32(void** params) { CHK(0) CHK(1) CHK(2) sgd_f32(P(0, float*), P(1, float*), P(2, const float*), P(3, i64), P(4, float), P(5, float), P(6, float), P(7, int)); }
+static void k_im2col_f32(void** params) { CHK(0) CHK(1) im2col_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int), P(11, int)); }
+static void k_col2im_f32(void** params) { CHK(0) CHK(1) col2im_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_maxpool_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_f32(P(0, float*), P(1, int*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_maxpool_bwd_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_bwd_f32(P(0, float*), P(1, const float*), P(2, const int*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int), P(10, int)); }
+static void k_example_col_sum_f32(void** params) { CHK(0) CHK(1) example_col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, i64)); }
+static void k_add_f64(void** params) { CHK(0) CHK(1) add_f64(P(0, double*), P(1, const double*), P(2, int)); }
+static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) coef_sum_f32(P(0, double*), P(1, float*), P(2, float*), P(3, const float*), P(4, const double*), P(5, int), P(6, int), P(7, int), P(8, int)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -147,6 +178,10 @@ static const kdesc KERNELS[] = {
 	{"activate_bwd_f32", k_activate_bwd_f32, 0, 0}, {"softmax_xent_f32", k_softmax_xent_f32, 1, 1},
 	{"scale_f32", k_scale_f32, 0, 0}, {"nonfinite_f32", k_nonfinite_f32, 0, 0},
 	{"sgd_f32", k_sgd_f32, 0, 0}, {"adam_f32", k_adam_f32, 0, 0},
+	{"im2col_f32", k_im2col_f32, 0, 0}, {"col2im_f32", k_col2im_f32, 0, 0},
+	{"maxpool_f32", k_maxpool_f32, 0, 0}, {"maxpool_bwd_f32", k_maxpool_bwd_f32, 0, 0},
+	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
+	{"coef_sum_f32", k_coef_sum_f32, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -348,15 +383,7 @@ int cublasDestroy_v2(void* h) { return h == &blas_magic ? 0 : 1; }
 int cublasSetStream_v2(void* h, void* s) { return h == &blas_magic && fakecuda_valid_stream(s) ? 0 : 7; }
 int cublasGetVersion_v2(void* h, int* v) { if (h != &blas_magic) return 1; *v = 130100; return 0; }
 /* Column-major C = alpha·op(A)·op(B) + beta·C (C not read when beta = 0), float accumulation. */
-int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
-                   const float* B, int ldb, const float* beta, float* C, int ldc) {
-	if (h != &blas_magic) return 1;
-	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
-	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
-	if (m == 0 || n == 0) return 0;
-	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
-	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 4) ||
-	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 4))) return 14;
+static void sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
 	for (int j = 0; j < n; j++) {
 		for (int i = 0; i < m; i++) {
 			float acc = 0;
@@ -366,9 +393,41 @@ int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* al
 				acc += a * b;
 			}
 			float* c = &C[i + (size_t)j * ldc];
-			*c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;
+			*c = beta == 0 ? alpha * acc : alpha * acc + beta * *c;
 		}
 	}
+}
+/* The checks of a cuBLAS GEMM call: 0, or the cuBLAS status (7: invalid value, 14: internal
+   error, as an illegal address would end). */
+static int sgemm_check(int ta, int tb, int m, int n, int k, const float* A, int lda, const float* B, int ldb, const float* C, int ldc) {
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 4) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 4))) return 14;
+	return 0;
+}
+int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
+                   const float* B, int ldb, const float* beta, float* C, int ldc) {
+	if (h != &blas_magic) return 1;
+	int st = sgemm_check(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+	if (st != 0 || m == 0 || n == 0) return st;
+	sgemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+	return 0;
+}
+/* batch GEMMs, the q-th on A + q·strideA, B + q·strideB, C + q·strideC (elements), each
+   checked as one cublasSgemm_v2 call before any runs. */
+int cublasSgemmStridedBatched(void* h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda, long long strideA,
+                              const float* B, int ldb, long long strideB, const float* beta, float* C, int ldc, long long strideC, int batch) {
+	if (h != &blas_magic) return 1;
+	if (batch < 0) return 7;
+	for (int q = 0; q < batch; q++) {
+		int st = sgemm_check(ta, tb, m, n, k, A + q * strideA, lda, B + q * strideB, ldb, C + q * strideC, ldc);
+		if (st != 0) return st;
+	}
+	if (m == 0 || n == 0) return 0;
+	for (int q = 0; q < batch; q++) sgemm(ta, tb, m, n, k, *alpha, A + q * strideA, lda, B + q * strideB, ldb, *beta, C + q * strideC, ldc);
 	return 0;
 }
 #endif
