@@ -560,7 +560,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, DeviceName: deviceDescribe(res), Seed: f.seed, SeedSource: f.seedSource,
-		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
+		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
 		NotCovered: notCovered(f.privateStats),
 	}
 	// Throughput from the public expected batch size: the realized batch sizes are part of
