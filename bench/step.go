@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/dpsgd/dpsgd/cuda"
@@ -73,8 +74,8 @@ type StepResult struct {
 // modes are measured interleaved (DP, non-private, non-private, DP, ...) in one run, so that
 // load from other processes affects both alike. On the GPU (device cuda, or auto when a GPU is
 // there) the steps are the engine's CUDA backend's, float32 models only, with the data on the device;
-// a GPU that is not there or cannot run the model gives rows marked unavailable with the
-// reason, so the table says why a column is missing.
+// a GPU that is not there or cannot run the model gives, for every batch size, a row marked
+// unavailable with the reason, so the table says why its times are missing.
 func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 	if err := cfg.Arch.Validate(); err != nil {
 		return nil, fmt.Errorf("bench: step: model: %v: %w", err, ErrInvalid)
@@ -137,7 +138,7 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 			row.Device = DeviceCPU
 			res.Rows = append(res.Rows, row)
 		}
-		if gpu && devName == "" && (cfg.Device == DeviceCUDA || b == cfg.BatchSizes[0]) {
+		if gpu && devName == "" {
 			res.Rows = append(res.Rows, StepRow{Device: DeviceCUDA, BatchSize: b, Note: "unavailable: " + why})
 		}
 		if devName != "" {
@@ -274,12 +275,22 @@ func randomData(arch nn.Arch, n int, seed uint64) *datasets.Dataset {
 	return ds
 }
 
-// StepTable returns the rows as a Markdown table.
+// StepTable returns the rows as a Markdown table under a line naming the model once (its
+// architecture starts with its kind, which is usually its name), and the reason under it when a
+// device's rows are unavailable.
 func StepTable(r *StepResult) string {
-	s := fmt.Sprintf("%s %s (%d parameters, %s), %s\n\n", r.Model, r.Arch, r.Params, r.Dtype, r.Machine)
+	model := r.Arch
+	if r.Model != "" && !strings.HasPrefix(r.Arch, r.Model+" ") {
+		model = r.Model + ": " + r.Arch
+	}
+	s := fmt.Sprintf("%s (%d parameters, %s), %s\n\n", model, r.Params, r.Dtype, r.Machine)
 	s += "| device | batch | physical batch | steps | DP ms/step | non-private ms/step | DP examples/s | non-private examples/s | DP / non-private |\n"
 	s += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
 	for _, x := range r.Rows {
+		if !x.Available {
+			s += fmt.Sprintf("| %s (unavailable) | %d | — | — | — | — | — | — | — |\n", x.Device, x.BatchSize)
+			continue
+		}
 		s += fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", x.Device, x.BatchSize, x.PhysicalBatch, x.Steps,
 			NumPtr(x.DPMs), NumPtr(x.NonPrivateMs), NumPtr(x.DPExamplesPerSec), NumPtr(x.NonPrivateExPerSec), NumPtr(x.Ratio))
 	}

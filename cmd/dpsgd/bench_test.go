@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -402,6 +403,46 @@ func TestBenchStep(t *testing.T) {
 	for _, bad := range [][]string{{"--batch-sizes", "0"}, {"--device", "tpu"}, {"--min-time", "0"}, {"--model", "rnn"}, {"--hidden", "0"}} {
 		if code, _, _ := benchRun(t, append([]string{"step"}, bad...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+// TestBenchStepEachModelOnceEachBatch: the step table names the model once, and under --device
+// auto without a GPU every batch size has its cuda row, marked unavailable, with the reason
+// given once under the table; the JSON has one cpu and one cuda row per batch size.
+func TestBenchStepEachModelOnceEachBatch(t *testing.T) {
+	args := []string{"step", "--dataset", "synthetic", "--hidden", "8", "--batch-sizes", "16,32", "--min-time", "0.01", "--min-steps", "1"}
+	code, out, errOut := benchRun(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	head, _, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(head, "mlp 32-8-10 (") || strings.Count(head, "mlp") != 1 {
+		t.Errorf("header %q: want the model named once", head)
+	}
+	for _, b := range []string{"16", "32"} {
+		if !strings.Contains(out, "| cpu | "+b+" |") || !strings.Contains(out, "| cuda (unavailable) | "+b+" | — |") {
+			t.Errorf("batch %s: want a cpu row and an unavailable cuda row:\n%s", b, out)
+		}
+	}
+	if strings.Count(out, "unavailable: cuda") != 1 {
+		t.Errorf("the reason should be given once:\n%s", out)
+	}
+	code, out, errOut = benchRun(t, append(args, "--json", "--quiet")...)
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut)
+	}
+	rows := map[string]int{}
+	for _, r := range lastJSON(t, out)["rows"].([]any) {
+		row := r.(map[string]any)
+		rows[fmt.Sprint(row["device"], row["batch_size"])]++
+		if row["device"] == "cuda" && (row["available"] != false || !strings.Contains(row["note"].(string), "unavailable")) {
+			t.Errorf("cuda row %v", row)
+		}
+	}
+	for _, k := range []string{"cpu16", "cpu32", "cuda16", "cuda32"} {
+		if rows[k] != 1 {
+			t.Errorf("rows per device and batch size %v: want one of each of cpu, cuda × 16, 32", rows)
 		}
 	}
 }

@@ -64,8 +64,9 @@ func (p *progress) Epoch(e engine.EpochStats) {
 	p.lastEps = e.Epsilon
 	line := fmt.Sprintf("epoch %3d  test acc %.4f  ε %s  %.1fs", e.Epoch, e.TestAcc, fmtEps(e.Epsilon), e.Seconds)
 	if p.private {
+		loss, acc, clipped := epochMeans(e, p.perEpoch)
 		line += fmt.Sprintf("  [not private: loss %.4f  train acc %.4f  clipped %.0f%%  non-finite %d]",
-			e.TrainLoss, e.TrainAcc, 100*e.ClippedFrac, e.NonFinite)
+			loss, acc, 100*clipped, e.NonFinite)
 	}
 	if p.bar != nil {
 		_ = p.bar.Clear()
@@ -77,6 +78,26 @@ func (p *progress) Finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
+}
+
+// epochMeans returns an epoch's mean training loss, training accuracy and clipped fraction as
+// shown, for an epoch of perEpoch steps: NaN where nothing counted. The engine leaves a
+// non-finite loss out of the loss sum, and an example with a non-finite gradient out of the loss
+// and accuracy sums, and divides by the examples drawn, so an epoch whose every step's loss was
+// non-finite, or whose every example was, or that drew no example, comes back as 0: such a mean
+// is NaN (printed NaN, left out of the JSON), never a 0 that looks like a perfect loss.
+func epochMeans(e engine.EpochStats, perEpoch int) (loss, acc, clipped float64) {
+	loss, acc, clipped = e.TrainLoss, e.TrainAcc, e.ClippedFrac
+	if e.ExamplesSeen == 0 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	if e.NonFinite >= e.ExamplesSeen {
+		loss, acc = math.NaN(), math.NaN()
+	}
+	if perEpoch > 0 && e.NonFiniteLoss >= perEpoch {
+		loss = math.NaN()
+	}
+	return loss, acc, clipped
 }
 
 func fmtEps(e float64) string {

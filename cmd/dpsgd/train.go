@@ -88,6 +88,7 @@ type trainFlags struct {
 	delta, targetEps                    float64
 	nonPrivate, quiet, jsonOut, float64 bool
 	privateStats                        bool // --private-stats: show the non-private training statistics
+	allowChance                         bool // --allow-chance: no usability guard (train_guard.go)
 	device, noise                       string
 	blas                                string // --blas ("" when not given: DPSGD_BLAS, else auto)
 	replicas                            int
@@ -102,6 +103,8 @@ type trainFlags struct {
 	fromCheckpoint     map[string]bool // flags whose value came from the --resume checkpoint
 
 	seedSource string // "given", "random" or "checkpoint"
+	// status is where the start-up says what it is doing (stderr; nil with --quiet).
+	status io.Writer
 	// calibration is where σ calibration reports progress and what stops it (cmdTrain sets
 	// it; zero value: silent, never cancelled).
 	calibration calibration
@@ -146,6 +149,9 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report statistics computed from the training data without privacy (train loss and accuracy, clipped fraction, realized example counts): NOT covered by the guarantee")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
+	fs.BoolVar(&f.allowChance, "allow-chance", false, "exit 0 even when the run learned nothing usable: its final test accuracy at chance (at most 1/K + 2 standard errors on the test set, K classes) "+
+		"or, with --private-stats or --non-private, its loss non-finite at most steps; without it such a run exits 1 after its report. "+
+		"A usability check, not part of the guarantee (the test accuracy is not covered by it)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "write checkpoints to this file (atomically) when the run ends or stops, and every --checkpoint-every steps")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: also write one every this many steps (0: only at the end)")
 	fs.StringVar(&f.resume, "resume", "", "continue the run of this checkpoint: its flags are the defaults, --epochs gives the new total, and a change of anything that affects privacy is refused; checkpoints then go to this file unless --checkpoint names another")
@@ -275,7 +281,16 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 		return nil, err
 	}
 
-	train, test, err := f.loadTrainTest(ctx)
+	what, err := f.loadingWhat()
+	if err != nil {
+		return nil, err
+	}
+	say := func() {
+		if f.status != nil {
+			fmt.Fprintf(f.status, "dpsgd train: %s (Ctrl-C stops)\n", what)
+		}
+	}
+	train, test, err := loadUntilDone(ctx, say, func() (*datasets.Dataset, *datasets.Dataset, error) { return f.loadTrainTest(ctx) })
 	if err != nil {
 		return nil, err
 	}
@@ -408,6 +423,73 @@ func parseWidths(s string) ([]int, error) {
 	return out, nil
 }
 
+// loadingWhat says what loading the data of the flags does, for the start-up line.
+func (f *trainFlags) loadingWhat() (string, error) {
+	switch {
+	case f.dataset == "synthetic":
+		return "generating the synthetic dataset", nil
+	case f.dataset == "csv" || f.dataset == "idx":
+		test := "holding out --test-split of it as the test set"
+		if f.own.testData != "" {
+			test = "and the test set from " + quoteArg(f.own.testData)
+		}
+		return fmt.Sprintf("loading %s data from %s, %s", f.dataset, quoteArg(f.own.data), test), nil
+	case f.dataDir != "":
+		return fmt.Sprintf("loading %s from %s", f.dataset, quoteArg(f.dataDir)), nil
+	}
+	cache, err := cacheDir(f.dataset, f.cacheDir)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("loading %s from the cache %s (downloading and checking its files first if they are missing)", f.dataset, quoteArg(cache)), nil
+}
+
+// loadSilence is how long a load may run before the start-up line says what it is doing: a
+// load that fails at once (a bad --data-dir) is then one line on stderr, the usage error.
+const loadSilence = 250 * time.Millisecond
+
+// loadUntilDone returns what load returns, or as soon as ctx is done its error: the loaders read
+// files without a context, and Ctrl-C must not wait for them (a load cut short goes on in the
+// background until the process exits, which it does at once). say is called once if the load
+// is still running after loadSilence.
+func loadUntilDone(ctx context.Context, say func(), load func() (train, test *datasets.Dataset, err error)) (train, test *datasets.Dataset, err error) {
+	type loaded struct {
+		train, test *datasets.Dataset
+		err         error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		var l loaded
+		l.train, l.test, l.err = load()
+		done <- l
+	}()
+	timer := time.NewTimer(loadSilence)
+	defer timer.Stop()
+	for {
+		select {
+		case l := <-done:
+			return l.train, l.test, l.err
+		case <-timer.C:
+			say()
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("loading the data: %w", ctx.Err())
+		}
+	}
+}
+
+// cacheDir is the download cache of dataset name: --cache-dir, or the user cache
+// directory's dpsgd/NAME.
+func cacheDir(name, cache string) (string, error) {
+	if cache != "" {
+		return cache, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", usagef("--cache-dir: no user cache directory (%v); give --data-dir or --cache-dir", err)
+	}
+	return filepath.Join(base, "dpsgd", name), nil
+}
+
 func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train, test *datasets.Dataset, err error) {
 	if name == "synthetic" {
 		cfg := datasets.DefaultSynthetic()
@@ -422,12 +504,8 @@ func loadData(ctx context.Context, name, dir, cache string, seed uint64) (train,
 			return nil, nil, usagef("--data-dir %q: not a readable directory", dir)
 		}
 	} else {
-		if cache == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				return nil, nil, usagef("--cache-dir: no user cache directory (%v); give --data-dir or --cache-dir", err)
-			}
-			cache = filepath.Join(base, "dpsgd", name)
+		if cache, err = cacheDir(name, cache); err != nil {
+			return nil, nil, err
 		}
 		client := &http.Client{Timeout: 10 * time.Minute}
 		if dir, err = datasets.Resolve(ctx, client, src, "", cache); err != nil {
@@ -523,9 +601,12 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	f.calibration = calibration{ctx: ctx}
 	if !f.quiet {
-		f.calibration.w = stderr
+		f.status, f.calibration.w = stderr, stderr
 	}
 	rc, err := f.resolve(ctx, resumeFrom)
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted before the first step (nothing trained, ε = 0 spent): %w", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -553,6 +634,17 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.priv.Sampler.Name(), f.batch, rc.cfg.Sigma, rc.priv.SigmaSource, rc.cfg.Clip, f.epochs)
 		}
 	}
+	planned := rc.cfg.Epochs * rc.priv.Sampler.StepsPerEpoch()
+	if rc.cfg.Noise == engine.NoiseBall && !rc.cfg.NonPrivate {
+		// A warning, printed with --quiet too: the run would waste its time and its δ.
+		warn, err := ballWarning(rc.priv, rc.cfg.Clip, planned, f.set["radius"])
+		if err != nil {
+			return err
+		}
+		if warn != "" {
+			fmt.Fprintln(stderr, warn)
+		}
+	}
 	prog := newProgress(stderr, f.quiet, f.privateStats, rc.priv.Sampler.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := rc.priv.Train(ctx, rc.cfg, rc.train, rc.test, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
@@ -569,7 +661,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
-		History: epochsJSON(res.History, f.privateStats), Noise: rc.cfg.Noise,
+		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
 		NotCovered: notCovered(f.privateStats),
 	}
 	// Throughput from the public expected batch size: the realized batch sizes are part of
@@ -609,18 +701,36 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	saveErr := f.saveModel(&out, rc, res, trainErr, stderr)
+	var stop string
+	if res.StoppedByBudget {
+		stop = budgetStop(rc, res, out)
+	}
 	if !f.quiet || !f.jsonOut {
-		printSummary(stdout, out, res, f.privateStats)
+		printSummary(stdout, out, res, f.privateStats, stop)
 	}
 	if f.jsonOut {
 		if err := printJSON(stdout, out); err != nil {
 			return err
 		}
 	}
-	return errors.Join(trainErr, saveErr)
+	// After the report: what the run did not do, and whether it is of any use.
+	var after error
+	if trainErr == nil {
+		after = f.resumeOutcome(rc, res, resumeFrom, stop, stderr)
+	}
+	if trainErr == nil && after == nil {
+		hint := ""
+		if rc.cfg.Noise == engine.NoiseBall && ballSwamp(rc.cfg.Radius, rc.priv.Sampler.ExpectedBatchSize(), rc.cfg.Clip, planned) > 1 {
+			hint = "the ball noise swamped the gradient (see the warning before training)"
+		}
+		after = f.usable(res, rc.train.Classes, rc.test.N, hint)
+	}
+	return errors.Join(trainErr, saveErr, after)
 }
 
-func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats bool) {
+// printSummary prints the human summary; stop, if not empty, says why the budget stopped the
+// run (budgetStop).
+func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats bool, stop string) {
 	if out.Steps == 0 {
 		// Nothing trained and nothing evaluated: no accuracy to show (the JSON keeps its 0).
 		fmt.Fprintf(w, "no step taken: test accuracy not measured (%.1f s)\n", out.Seconds)
@@ -629,11 +739,8 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats b
 			out.TestAccuracy, out.EpochsRun, out.Steps, out.ExamplesPerSecond, out.Seconds)
 	}
 	fmt.Fprintf(w, "privacy: %s\n", out.Guarantee)
-	switch {
-	case out.StoppedByBudget && out.Noise == engine.NoiseBall:
-		fmt.Fprintf(w, "stopped by the budget: one more epoch would take the total δ above %g\n", out.Delta)
-	case out.StoppedByBudget:
-		fmt.Fprintf(w, "stopped by the budget: one more epoch would exceed ε = %g\n", *out.TargetEpsilon)
+	if stop != "" {
+		fmt.Fprintln(w, stop)
 	}
 	if privateStats && res.NonFinite > 0 {
 		fmt.Fprintf(w, "warning: %d examples had a non-finite gradient; they were zeroed and never reached the model %s\n", res.NonFinite, notPrivateLabel)

@@ -15,14 +15,14 @@ import (
 
 // ckptNotStored are the flags a checkpoint does not record: they describe this invocation,
 // not the run (--device and --blas included: a run checkpointed on a GPU may resume on the
-// CPU, or on another BLAS, not bitwise, and the other way round). --checkpoint, --key-dir and
-// --save are paths of this invocation:
+// CPU, or on another BLAS, not bitwise, and the other way round; --allow-chance too: what this
+// invocation's exit status says). --checkpoint, --key-dir and --save are paths of this invocation:
 // a checkpoint restored from a copy must never write over the file it was copied from, and
 // where the keys are is this machine's business. --seed is sealed in the checkpoint under
 // the run's secret instead (checkpoint.Config.Seeds): whoever knows a seeded run's seed can
 // regenerate its noise.
 var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true, "device": true, "blas": true,
-	"checkpoint": true, "key-dir": true, "seed": true, "save": true}
+	"checkpoint": true, "key-dir": true, "seed": true, "save": true, "allow-chance": true}
 
 // keyDir returns --key-dir ("" = the default key store).
 func (f *trainFlags) keyDir() string {
@@ -220,8 +220,8 @@ func (f *trainFlags) ckptWire(rc *runConfig, resumeFrom *checkpoint.Checkpoint) 
 	if resumeFrom != nil {
 		m := rc.priv.Sampler.StepsPerEpoch()
 		if resumeFrom.State.Step > f.epochs*m {
-			return usagef("--epochs %d: the checkpoint %s is at step %d (epoch %d of %d steps); want a total of at least %d epochs",
-				f.epochs, f.resume, resumeFrom.State.Step, resumeFrom.State.Epoch+1, m, (resumeFrom.State.Step+m-1)/m)
+			return usagef("--epochs %d: the checkpoint %s is at step %d (%d epochs of %d steps done); want a total of at least %d epochs",
+				f.epochs, f.resume, resumeFrom.State.Step, resumeFrom.State.Step/m, m, (resumeFrom.State.Step+m-1)/m)
 		}
 	}
 	rc.cfg.Checkpoint = engine.CheckpointOptions{Path: f.checkpoint, Every: f.checkpointEvery, Resume: resumeFrom,
@@ -285,4 +285,53 @@ func ckptSummary(w io.Writer, out trainJSON) {
 	if out.Diverged {
 		fmt.Fprintf(w, "DIVERGED at step %d: the parameters or the loss became non-finite; training stopped\n", *out.DivergedAtStep)
 	}
+}
+
+// resumeOutcome says, after the report, what a run did instead of what it was asked: a run the
+// budget stopped before its first step is an error (exit 1: nothing the command was asked to
+// do happened), and a resume the budget stopped says why its checkpoint's plan cannot go further;
+// a resume of a run that already has its epochs says so. stop is budgetStop's line.
+func (f *trainFlags) resumeOutcome(rc *runConfig, res *engine.Result, resumeFrom *checkpoint.Checkpoint, stop string, stderr io.Writer) error {
+	start := max(res.ResumedFromStep, 0)
+	if res.StoppedByBudget {
+		why := ""
+		if resumeFrom != nil {
+			why = f.resumeBudgetWhy(rc, res, resumeFrom)
+		}
+		if res.Steps == start {
+			if why != "" {
+				why = ": " + why
+			}
+			return fmt.Errorf("%s; no step taken%s", stop, why)
+		}
+		if why != "" {
+			fmt.Fprintf(stderr, "dpsgd: %s\n", why)
+		}
+		return nil
+	}
+	if resumeFrom != nil && res.Steps == start && !res.Interrupted {
+		fmt.Fprintf(stderr, "dpsgd: nothing to train: the run of %s already has its %d epochs; --epochs N above %d extends it, as far as its budget allows\n",
+			f.resume, f.epochs, f.epochs)
+	}
+	return nil
+}
+
+// resumeBudgetWhy explains why a resumed run cannot train further within its budget: a resume
+// keeps the checkpoint's noise and budget, which its first invocation fixed for the epochs it
+// planned, and may not change them.
+func (f *trainFlags) resumeBudgetWhy(rc *runConfig, res *engine.Result, resumeFrom *checkpoint.Checkpoint) string {
+	noise := fmt.Sprintf("σ = %.4g", rc.cfg.Sigma)
+	budget := fmt.Sprintf("ε = %g at δ = %g", rc.priv.Budget.Epsilon, rc.priv.Budget.Delta)
+	if rc.cfg.Noise == engine.NoiseBall {
+		noise = fmt.Sprintf("ball radius R = %.4g", rc.cfg.Radius)
+		budget = fmt.Sprintf("δ = %g", rc.priv.Budget.Delta)
+	}
+	planned := ""
+	if e := resumeFrom.Config.Meta["epochs"]; e != "" {
+		planned = fmt.Sprintf(" (the checkpoint was written by a run of --epochs %s)", e)
+	}
+	return fmt.Sprintf("a resume keeps the checkpoint's %s and budget %s%s and may not change anything that affects privacy "+
+		"(docs/reliability.md), so this run cannot go past epoch %d of the %d asked. To train %d epochs within %s, start a new run with --epochs %d "+
+		"and no --sigma or --radius: the noise is then calibrated to the budget over those epochs",
+		noise, budget, planned, res.EpochsRun, f.epochs, f.epochs, budget, f.epochs)
 }

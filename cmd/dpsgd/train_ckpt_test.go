@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
 	"github.com/dpsgd/dpsgd/internal/testkeys"
+	"github.com/dpsgd/dpsgd/privacy"
 )
 
 // The package's tests write checkpoints: their run keys go to a temporary key store.
@@ -335,5 +337,65 @@ func TestCkptResumeCopyCLI(t *testing.T) {
 	}
 	if ck, err := checkpoint.Load(other); err != nil || ck.State.Epoch != 3 {
 		t.Errorf("--checkpoint %s: %v, %v", other, err, ck)
+	}
+}
+
+// TestCkptResumeBeyondBudget: a resume with more epochs keeps the checkpoint's σ and budget.
+// When σ was calibrated to the budget over the first run's epochs, the next epoch does not fit:
+// the run reports the guarantee and the JSON, then exits 1 saying which epoch, the ε it would
+// reach (the RDP accountant's, recomputed here from the JSON's σ and q), the budget, σ, and what
+// to do instead. With room in the budget (--sigma given), the same resume extends the run; a
+// resume with nothing left to train says so; a fresh run that the budget stops before its first
+// step exits 1.
+func TestCkptResumeBeyondBudget(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	code, first, errOut := ckptRun(t, "--epochs", "1", "--target-epsilon", "2", "--seed", "1", "--checkpoint", path, "--allow-chance")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, out, errOut := runCmd(t, "train", "--resume", path, "--epochs", "3", "--json", "--quiet")
+	if code != 1 {
+		t.Fatalf("resume: exit %d, want 1 (the budget fits no more epoch): %s", code, errOut)
+	}
+	m := lastJSON(t, out)
+	if m["epsilon"] != first["epsilon"] || m["steps"] != first["steps"] || m["stopped_by_budget"] != true {
+		t.Errorf("resume report: ε %v steps %v stopped %v; first run ε %v steps %v", m["epsilon"], m["steps"], m["stopped_by_budget"], first["epsilon"], first["steps"])
+	}
+	sigma, q, steps := m["sigma"].(float64), m["sample_rate"].(float64), int(m["steps"].(float64))
+	acc, err := privacy.NewPoissonRDP(q, sigma, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := acc.Epsilon(2*steps, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("stopped by the budget: epoch 2 would take ε from %.4g to %.4g, above the budget ε = 2 at δ = 1e-05 (σ = %.4g); no step taken", first["epsilon"], next, sigma),
+		fmt.Sprintf("a resume keeps the checkpoint's σ = %.4g and budget ε = 2 at δ = 1e-05 (the checkpoint was written by a run of --epochs 1)", sigma),
+		"cannot go past epoch 1 of the 3 asked", "start a new run with --epochs 3",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	// σ given, budget to spare: the resume extends the run.
+	path2 := filepath.Join(dir, "run2.ckpt")
+	if code, _, errOut := ckptRun(t, "--epochs", "1", "--sigma", "2", "--target-epsilon", "5", "--seed", "1", "--checkpoint", path2); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, out, errOut = runCmd(t, "train", "--resume", path2, "--epochs", "2", "--json", "--quiet")
+	if m := lastJSON(t, out); code != 0 || m["steps"].(float64) != 2*m["resumed_from_step"].(float64) || m["stopped_by_budget"] != false {
+		t.Fatalf("extended resume: exit %d, %v: %s", code, m, errOut)
+	}
+	code, _, errOut = runCmd(t, "train", "--resume", path2, "--epochs", "2", "--json", "--quiet")
+	if code != 0 || !strings.Contains(errOut, "nothing to train: the run of "+path2+" already has its 2 epochs") {
+		t.Errorf("resume of a finished run: exit %d: %s", code, errOut)
+	}
+	// A fresh run whose budget fits no epoch.
+	code, fresh, errOut := ckptRun(t, "--epochs", "1", "--sigma", "0.3", "--target-epsilon", "0.5")
+	if code != 1 || fresh["steps"] != 0.0 || !strings.Contains(errOut, "stopped by the budget: epoch 1 would take ε from 0 to") || !strings.Contains(errOut, "no step taken") {
+		t.Errorf("no epoch fits: exit %d, steps %v: %s", code, fresh["steps"], errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,50 +89,107 @@ func TestTrainExitPathsReportEpsilon(t *testing.T) {
 	})
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			enc, _ := json.Marshal([]string{"train", "--model", "logreg", "--epochs", "200", "--sigma", "1", "--json"})
-			cmd := exec.Command(exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), "DPSGD_EXIT_CHILD=1", "DPSGD_EXIT_ARGS="+string(enc))
-			var out bytes.Buffer
-			cmd.Stdout = &out
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
 			// Signal once the first epoch is done (its line is on stderr).
-			sc := bufio.NewScanner(stderr)
-			var errText strings.Builder
-			sent := false
-			for sc.Scan() {
-				errText.WriteString(sc.Text() + "\n")
-				if !sent && strings.HasPrefix(sc.Text(), "epoch   1") {
-					_ = cmd.Process.Signal(sig)
-					sent = true
-				}
+			r := signalChild(t, []string{"train", "--model", "logreg", "--epochs", "200", "--sigma", "1", "--json"}, "epoch   1", sig)
+			if r.code != 130 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(2 * time.Minute):
-				_ = cmd.Process.Kill()
-				t.Fatal("the child did not stop")
-			}
-			if !sent || cmd.ProcessState.ExitCode() != 130 {
-				t.Fatalf("signal sent %v, exit %d: %s", sent, cmd.ProcessState.ExitCode(), errText.String())
-			}
-			m := lastJSON(t, out.String())
+			m := lastJSON(t, r.stdout)
 			if m["interrupted"] != true {
 				t.Fatalf("interrupted %v", m["interrupted"])
 			}
 			checkStoppedEpsilon(t, m)
 		})
+	}
+	// Ctrl-C before the first step: while σ is calibrated (ε = 30 takes the PLD search many
+	// seconds) and while the data loads (a named pipe that no one writes: the load never ends
+	// by itself). The run stops at once, exit 130, saying that nothing was trained or spent.
+	t.Run("SIGINT calibrating", func(t *testing.T) {
+		r := signalChild(t, []string{"train", "--target-epsilon", "30", "--epochs", "1", "--json"}, "dpsgd train: calibrating σ to ε = 30", syscall.SIGINT)
+		checkInterruptedBeforeStart(t, r, "calibrating σ")
+	})
+	t.Run("SIGINT loading", func(t *testing.T) {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "data.csv")
+		if err := syscall.Mkfifo(data, 0o600); err != nil {
+			t.Skipf("no named pipes here: %v", err)
+		}
+		schema := filepath.Join(dir, "schema.json")
+		doc := `{"label": {"column": "y", "classes": ["a", "b"]}, "columns": [{"name": "x", "type": "numeric", "lo": 0, "hi": 1}]}`
+		if err := os.WriteFile(schema, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := signalChild(t, []string{"train", "--data", data, "--schema", schema, "--epochs", "1", "--json"}, "dpsgd train: loading csv data from "+data, syscall.SIGINT)
+		checkInterruptedBeforeStart(t, r, "loading the data")
+	})
+}
+
+// childRun is what a signalled child did: its exit status, its output, and the time from the
+// signal to its exit.
+type childRun struct {
+	code           int
+	stdout, stderr string
+	sent           bool
+	afterSignal    time.Duration
+}
+
+// signalChild runs args in a child process (this test binary as dpsgd, with main's signal
+// handling) and sends it sig when a line of its stderr starts with trigger.
+func signalChild(t *testing.T, args []string, trigger string, sig syscall.Signal) childRun {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := json.Marshal(args)
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DPSGD_EXIT_CHILD=1", "DPSGD_EXIT_ARGS="+string(enc))
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer killer.Stop()
+	var r childRun
+	var sentAt time.Time
+	sc := bufio.NewScanner(stderr)
+	var errText strings.Builder
+	for sc.Scan() {
+		errText.WriteString(sc.Text() + "\n")
+		if !r.sent && strings.HasPrefix(sc.Text(), trigger) {
+			_ = cmd.Process.Signal(sig)
+			r.sent, sentAt = true, time.Now()
+		}
+	}
+	_ = cmd.Wait()
+	r.afterSignal = time.Since(sentAt)
+	r.code, r.stdout, r.stderr = cmd.ProcessState.ExitCode(), out.String(), errText.String()
+	if !r.sent {
+		t.Fatalf("no stderr line starts with %q; exit %d:\n%s", trigger, r.code, r.stderr)
+	}
+	return r
+}
+
+// checkInterruptedBeforeStart asserts that a run interrupted before its first step (during
+// what) exited 130 within seconds of the signal, printed no JSON, and said on stderr that it
+// was interrupted, where, and that nothing was spent.
+func checkInterruptedBeforeStart(t *testing.T, r childRun, what string) {
+	t.Helper()
+	if r.code != 130 || r.afterSignal > 10*time.Second {
+		t.Fatalf("exit %d, %v after the signal; want 130 at once:\n%s", r.code, r.afterSignal, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != "" {
+		t.Errorf("stdout %q: nothing ran, nothing to report", r.stdout)
+	}
+	for _, want := range []string{"interrupted before the first step", "ε = 0 spent", what} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
 	}
 }
 

@@ -64,7 +64,7 @@ type epochJSON struct {
 	Epsilon *float64 `json:"epsilon"` // 0 for a non-private run; null where no finite ε exists at δ
 	Seconds float64  `json:"seconds"`
 
-	TrainLoss     *float64 `json:"train_loss,omitempty"` // null-free: a non-finite mean is left out
+	TrainLoss     *float64 `json:"train_loss,omitempty"` // null-free: a non-finite mean is left out, as are the next two
 	TrainAcc      *float64 `json:"train_accuracy,omitempty"`
 	ClippedFrac   *float64 `json:"clipped_fraction,omitempty"`
 	Examples      *int     `json:"examples,omitempty"`
@@ -72,9 +72,9 @@ type epochJSON struct {
 	NonFiniteLoss *int     `json:"non_finite_loss_steps,omitempty"`
 }
 
-// epochsJSON converts the engine's history, keeping the non-private statistics only when
-// privateStats is set.
-func epochsJSON(h []engine.EpochStats, privateStats bool) []epochJSON {
+// epochsJSON converts the engine's history of epochs of perEpoch steps, keeping the non-private
+// statistics only when privateStats is set; a mean that is NaN (epochMeans) is left out.
+func epochsJSON(h []engine.EpochStats, perEpoch int, privateStats bool) []epochJSON {
 	out := make([]epochJSON, len(h))
 	for i, e := range h {
 		o := epochJSON{Epoch: e.Epoch, Steps: e.Steps, TestAcc: e.TestAcc, Seconds: e.Seconds}
@@ -86,11 +86,9 @@ func epochsJSON(h []engine.EpochStats, privateStats bool) []epochJSON {
 		}
 		if privateStats {
 			e := e
-			if !math.IsNaN(e.TrainLoss) && !math.IsInf(e.TrainLoss, 0) {
-				o.TrainLoss = &e.TrainLoss
-			}
-			o.TrainAcc, o.ClippedFrac, o.Examples = &e.TrainAcc, &e.ClippedFrac, &e.ExamplesSeen
-			o.NonFinite, o.NonFiniteLoss = &e.NonFinite, &e.NonFiniteLoss
+			loss, acc, clipped := epochMeans(e, perEpoch)
+			o.TrainLoss, o.TrainAcc, o.ClippedFrac = num(loss), num(acc), num(clipped)
+			o.Examples, o.NonFinite, o.NonFiniteLoss = &e.ExamplesSeen, &e.NonFinite, &e.NonFiniteLoss
 		}
 		out[i] = o
 	}
