@@ -147,6 +147,12 @@ func (a Arch) convShapes() ([]convGeom, error) {
 		if s.Filters < 1 || s.Kernel < 1 || s.Stride < 1 || s.Pad < 0 {
 			return nil, fmt.Errorf("arch: conv %d: filters, kernel, stride must be ≥ 1 and pad ≥ 0, got %+v", i, s)
 		}
+		// A window larger than its (padded) input is refused before the division, which
+		// truncates toward zero and would give one output position for a slightly negative
+		// numerator: such a window reads past the example, into the next one's rows.
+		if h+2*s.Pad < s.Kernel || w+2*s.Pad < s.Kernel {
+			return nil, fmt.Errorf("arch: conv %d: kernel %d does not fit a %dx%d input with pad %d", i, s.Kernel, h, w, s.Pad)
+		}
 		oh := (h+2*s.Pad-s.Kernel)/s.Stride + 1
 		ow := (w+2*s.Pad-s.Kernel)/s.Stride + 1
 		if oh < 1 || ow < 1 {
@@ -157,6 +163,9 @@ func (a Arch) convShapes() ([]convGeom, error) {
 		if s.PoolKernel > 0 {
 			if s.PoolStride < 1 {
 				return nil, fmt.Errorf("arch: conv %d: pool stride %d, want ≥ 1", i, s.PoolStride)
+			}
+			if oh < s.PoolKernel || ow < s.PoolKernel {
+				return nil, fmt.Errorf("arch: conv %d: pool %d does not fit %dx%d", i, s.PoolKernel, oh, ow)
 			}
 			ph = (oh-s.PoolKernel)/s.PoolStride + 1
 			pw = (ow-s.PoolKernel)/s.PoolStride + 1

@@ -130,6 +130,10 @@ func TestArchValidate(t *testing.T) {
 		{Kind: "mlp", Input: []int{4}, Classes: 3, Activation: "sigmoid"},
 		CNN([]int{4}, 10, nil, Tanh),
 		CNN([]int{1, 3, 3}, 10, nil, Tanh),
+		// A window slightly larger than its input: the truncating division alone would give
+		// one output position and read into the next example's rows.
+		{Kind: "cnn", Input: []int{1, 3, 3}, Classes: 2, Activation: Tanh, Conv: []ConvSpec{{Filters: 2, Kernel: 4, Stride: 2}}},
+		{Kind: "cnn", Input: []int{1, 1, 4}, Classes: 2, Activation: Tanh, Conv: []ConvSpec{{Filters: 2, Kernel: 1, Stride: 1, PoolKernel: 2, PoolStride: 2}}},
 	}
 	for i, a := range bad {
 		if err := a.Validate(); err == nil {
