@@ -493,11 +493,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// The BLAS first: a library asked for and absent is a usage error before any work.
-	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	blas, err := blasPrepare(f.blas, f.replicas)
 	if err != nil {
 		return err
 	}
-	defer blasRestore()
 	if err := f.chooseSeed(); err != nil {
 		return err
 	}
@@ -533,6 +532,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				f.model, archString(rc.cfg.Arch), f.dataset, rc.train.N, rc.priv.Sampler.Name(), f.batch, rc.cfg.Sigma, rc.priv.SigmaSource, rc.cfg.Clip, f.epochs)
 		}
 	}
+	blasDesc := blasInstall(blas, f.quiet, stderr)
+	defer blasRestore()
 	prog := newProgress(stderr, f.quiet, f.privateStats, rc.priv.Sampler.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := rc.priv.Train(ctx, rc.cfg, rc.train, rc.test, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
