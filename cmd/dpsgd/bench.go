@@ -325,11 +325,10 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := bench.CheckWritable(f.out); err != nil {
 		return usagef("--out %q: %v", f.out, err)
 	}
-	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	blas, err := blasPrepare(f.blas, f.replicas)
 	if err != nil {
 		return err
 	}
-	defer blasRestore()
 	cfg.Command = "dpsgd bench samplers " + strings.Join(args, " ")
 	prog := &benchProgress{w: stderr, quiet: quiet, perEpoch: map[string]int{}, epochs: cfg.Engine.Epochs, start: time.Now()}
 	for _, s := range cfg.Samplers {
@@ -343,6 +342,8 @@ func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "dpsgd bench: %s %s, %d samplers × %d targets × %d seeds, %d epochs each; calibrating σ first\n",
 			cfg.Dataset, cfg.Model, len(cfg.Samplers), len(cfg.Targets), len(cfg.Seeds), cfg.Engine.Epochs)
 	}
+	blasDesc := blasInstall(blas, quiet, stderr)
+	defer blasRestore()
 	res, err := bench.Samplers(ctx, *cfg, prog)
 	if err != nil {
 		return benchErr(err)
@@ -470,10 +471,11 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.float64 {
 		dt = tensor.Float64
 	}
-	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	blas, err := blasPrepare(f.blas, f.replicas)
 	if err != nil {
 		return err
 	}
+	blasDesc := blasInstall(blas, f.jsonOut || f.quiet, stderr)
 	defer blasRestore()
 	res, err := bench.Step(ctx, bench.StepConfig{Model: f.model, Arch: arch, Dtype: dt, BatchSizes: batches, Device: f.device,
 		PhysicalBatch: f.physBatch, Replicas: f.replicas, MinTime: time.Duration(f.minTime * float64(time.Second)), MinSteps: f.minSteps, Seed: 1})

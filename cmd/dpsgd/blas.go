@@ -68,28 +68,32 @@ func blasChoose(flag, env string, threads int, sel blasSelect) (fastblas.Choice,
 	return c, nil
 }
 
-// blasSetup chooses the run's BLAS (blasChoose, with DPSGD_BLAS from the environment),
+// blasPrepare chooses the run's BLAS (blasChoose, with DPSGD_BLAS from the environment) and
 // pins the library's threads so that threads × graph replicas ≤ CPU cores (replicas 0: one
-// per GOMAXPROCS, as engine.Config), installs it for the whole process (fastblas.Install),
-// prints auto's note when it falls back to gonum, and returns the description that the JSON
-// reports under "blas". The caller defers blasRestore.
-func blasSetup(flag string, replicas int, stderr io.Writer) (string, error) {
-	return blasSetupWith(flag, replicas, stderr, fastblas.Select)
+// per GOMAXPROCS, as engine.Config). It prints nothing and installs nothing: a command calls
+// it with its other checks, so that a bad choice is its one usage error, and calls
+// blasInstall once the run is about to start.
+func blasPrepare(flag string, replicas int) (fastblas.Choice, error) {
+	return blasPrepareWith(flag, replicas, fastblas.Select)
 }
 
-func blasSetupWith(flag string, replicas int, stderr io.Writer, sel blasSelect) (string, error) {
+func blasPrepareWith(flag string, replicas int, sel blasSelect) (fastblas.Choice, error) {
 	if replicas <= 0 {
 		replicas = runtime.GOMAXPROCS(0)
 	}
-	c, err := blasChoose(flag, os.Getenv(fastblas.EnvVar), fastblas.ThreadsFor(runtime.NumCPU(), replicas), sel)
-	if err != nil {
-		return "", err
-	}
-	if c.Note != "" {
+	return blasChoose(flag, os.Getenv(fastblas.EnvVar), fastblas.ThreadsFor(runtime.NumCPU(), replicas), sel)
+}
+
+// blasInstall installs c for the whole process (fastblas.Install), prints auto's note when
+// it fell back to gonum (one line on stderr, unless quiet: the JSON's "blas" key says it too),
+// and returns the description that the JSON reports under "blas". The caller defers
+// blasRestore.
+func blasInstall(c fastblas.Choice, quiet bool, stderr io.Writer) string {
+	if c.Note != "" && !quiet {
 		fmt.Fprintf(stderr, "dpsgd: %s\n", c.Note)
 	}
 	fastblas.Install(c)
-	return c.Describe(), nil
+	return c.Describe()
 }
 
 // blasRestore puts gonum's BLAS back when a command that installed another returns, so that

@@ -60,9 +60,9 @@ func TestBLASChoose(t *testing.T) {
 	}
 }
 
-// TestBLASSetupNote: auto's fallback note goes to stderr on one line, the description says
-// gonum, and nothing is printed when a library is taken or go is asked for.
-func TestBLASSetupNote(t *testing.T) {
+// TestBLASInstallNote: auto's fallback note goes to stderr on one line unless quiet, the
+// description says gonum, and nothing is printed when go is asked for.
+func TestBLASInstallNote(t *testing.T) {
 	t.Setenv(fastblas.EnvVar, "")
 	note := "BLAS: gonum (pure Go); install Debian's libblis4 for a faster CPU path (docs/benchmarks.md)"
 	sel := func(n fastblas.Name, _ int) (fastblas.Choice, error) {
@@ -71,14 +71,23 @@ func TestBLASSetupNote(t *testing.T) {
 		}
 		return fastblas.Choice{}, nil
 	}
-	var stderr strings.Builder
-	desc, err := blasSetupWith("", 0, &stderr, sel)
-	if err != nil || desc != fastblas.GoDescription || stderr.String() != "dpsgd: "+note+"\n" {
-		t.Errorf("auto: %q, %v, stderr %q", desc, err, stderr.String())
-	}
-	stderr.Reset()
-	if desc, err := blasSetupWith("go", 2, &stderr, sel); err != nil || desc != fastblas.GoDescription || stderr.Len() != 0 {
-		t.Errorf("go: %q, %v, stderr %q", desc, err, stderr.String())
+	for _, c := range []struct {
+		flag   string
+		quiet  bool
+		stderr string
+	}{
+		{"", false, "dpsgd: " + note + "\n"},
+		{"", true, ""},
+		{"go", false, ""},
+	} {
+		ch, err := blasPrepareWith(c.flag, 0, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		if desc := blasInstall(ch, c.quiet, &stderr); desc != fastblas.GoDescription || stderr.String() != c.stderr {
+			t.Errorf("--blas %q quiet %v: %q, stderr %q; want stderr %q", c.flag, c.quiet, desc, stderr.String(), c.stderr)
+		}
 	}
 }
 

@@ -591,11 +591,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// The BLAS first: a library asked for and absent is a usage error before any work.
-	blasDesc, err := blasSetup(f.blas, f.replicas, stderr)
+	blas, err := blasPrepare(f.blas, f.replicas)
 	if err != nil {
 		return err
 	}
-	defer blasRestore()
 	if err := f.chooseSeed(); err != nil {
 		return err
 	}
@@ -645,6 +644,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintln(stderr, warn)
 		}
 	}
+	blasDesc := blasInstall(blas, f.quiet, stderr)
+	defer blasRestore()
 	prog := newProgress(stderr, f.quiet, f.privateStats, rc.priv.Sampler.StepsPerEpoch(), rc.cfg.Epochs)
 	res, trainErr := rc.priv.Train(ctx, rc.cfg, rc.train, rc.test, prog)
 	trainErr = deviceClassify(ckptClassify(trainErr))
