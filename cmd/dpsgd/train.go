@@ -446,7 +446,7 @@ func (f *trainFlags) loadingWhat() (string, error) {
 // that no second passes in silence: a load that ends sooner is followed at once by the next
 // line (calibration, device, the run), and one that fails at once (a bad --data-dir, a refused
 // schema) is one line on stderr, the usage error.
-const loadSilence = 750 * time.Millisecond
+const loadSilence = 500 * time.Millisecond
 
 // loadUntilDone returns what load returns, or as soon as ctx is done its error: the loaders read
 // files without a context, and Ctrl-C must not wait for them (a load cut short goes on in the
