@@ -444,9 +444,11 @@ func (f *trainFlags) loadingWhat() (string, error) {
 	return fmt.Sprintf("loading %s from the cache %s (downloading and checking its files first if they are missing)", f.dataset, quoteArg(cache)), nil
 }
 
-// loadSilence is how long a load may run before the start-up line says what it is doing: a
-// load that fails at once (a bad --data-dir) is then one line on stderr, the usage error.
-const loadSilence = 250 * time.Millisecond
+// loadSilence is how long a load may run before the start-up line says what it is doing, so
+// that no second passes in silence: a load that ends sooner is followed at once by the next
+// line (calibration, device, the run), and one that fails at once (a bad --data-dir, a refused
+// schema) is one line on stderr, the usage error.
+const loadSilence = 500 * time.Millisecond
 
 // loadUntilDone returns what load returns, or as soon as ctx is done its error: the loaders read
 // files without a context, and Ctrl-C must not wait for them (a load cut short goes on in the
