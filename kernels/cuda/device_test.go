@@ -423,7 +423,7 @@ var convArches = []nn.Arch{
 	}},
 	nn.CNN([]int{1, 14, 14}, 3, nil, nn.Tanh),
 	{Kind: "cnn", Input: []int{1, 4, 4}, Classes: 3, Activation: nn.ReLU, Conv: []nn.ConvSpec{
-		{Filters: 2, Kernel: 2, Stride: 1}, {Filters: 3, Kernel: 4, Stride: 2},
+		{Filters: 2, Kernel: 2, Stride: 1}, {Filters: 3, Kernel: 3, Stride: 2, Pad: 1},
 	}},
 }
 
