@@ -6,6 +6,11 @@
 //
 //   - [ReadIDX], a reader for the IDX format of MNIST (big-endian header, gzip detected by its
 //     magic bytes, not by the file name), and [LoadMNIST] on top of it;
+//   - [ReadCIFAR10] and [LoadCIFAR10] for CIFAR-10's binary batches (1 label byte + 3072 pixel
+//     bytes a record, channel-major 3×32×32), pixels p/255 as MNIST's; [ExtractCIFAR10], which
+//     unpacks the official archive's batches and nothing else (no path leaving the directory,
+//     no link, no member or stream beyond the official sizes), and [FetchCIFAR10], which
+//     downloads the archive on request only, checked against its published MD5 and SHA-256;
 //   - [ReadAdultCSV], [NewAdultEncoder] and [LoadAdult] for the UCI Adult (Census Income) files,
 //     encoded with a public schema ([AdultSchema]): one-hot over the categories adult.names
 //     lists plus an other/unknown bucket, continuous columns clamped to fixed public bounds
@@ -33,10 +38,11 @@
 // fitted on the training records (a vocabulary, a mean, a maximum) makes every encoded
 // example, and possibly the model's input width, depend on every record, outside the privacy
 // accounting. So every loader here encodes each record with a fixed, public map that reads
-// that record only: MNIST pixels p/255, Adult's public schema, synthetic and Markov data from
-// their parameters alone, the user's data with the user's [Schema]. Removing or changing one
-// record changes its own row and nothing else; the input shape is a constant of the loader.
-// Tests check this for Adult, MNIST, CSV and IDX data.
+// that record only: MNIST and CIFAR-10 pixels p/255, Adult's public schema, synthetic and
+// Markov data from their parameters alone, the user's data with the user's [Schema]. Removing
+// or changing one record changes its own row and nothing else; the input shape is a constant
+// of the loader ([Builtins] lists the built-in datasets' shapes).
+// Tests check this for Adult, MNIST, CIFAR-10, CSV and IDX data.
 //
 // # Bad numeric input
 //
@@ -51,5 +57,6 @@
 // Malformed input never panics: it gives an error that names the file, the line or byte offset
 // and the problem ([ParseError], matched by errors.Is(err, [ErrFormat])). Checksum and size
 // mismatches match [ErrChecksum]. The package has no global mutable state; the published file
-// tables are returned by functions ([MNISTFiles], [AdultFiles], [MNISTSource], [AdultSource]).
+// tables are returned by functions ([MNISTFiles], [AdultFiles], [CIFAR10Files], [MNISTSource],
+// [AdultSource], [CIFAR10Source], [Builtins]).
 package datasets

@@ -2,10 +2,12 @@ package datasets
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -17,11 +19,13 @@ import (
 )
 
 // RemoteFile is one file of a published dataset: its name (a plain file name, no directory),
-// its size in bytes (0: not checked) and its SHA-256 as 64 hex digits.
+// its size in bytes (0: not checked), its SHA-256 as 64 hex digits and, where the publisher
+// gives one, its MD5 as 32 hex digits (empty: not checked), checked besides the SHA-256.
 type RemoteFile struct {
 	Name   string
 	Size   int64
 	SHA256 string
+	MD5    string
 }
 
 // Source is a published dataset: the files and the base URLs that serve them (tried in order).
@@ -35,10 +39,10 @@ type Source struct {
 // and SHA-256 sums of the originals (they match TFDS).
 func MNISTFiles() []RemoteFile {
 	return []RemoteFile{
-		{"train-images-idx3-ubyte.gz", 9912422, "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"},
-		{"train-labels-idx1-ubyte.gz", 28881, "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
-		{"t10k-images-idx3-ubyte.gz", 1648877, "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},
-		{"t10k-labels-idx1-ubyte.gz", 4542, "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
+		{Name: "train-images-idx3-ubyte.gz", Size: 9912422, SHA256: "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"},
+		{Name: "train-labels-idx1-ubyte.gz", Size: 28881, SHA256: "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
+		{Name: "t10k-images-idx3-ubyte.gz", Size: 1648877, SHA256: "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},
+		{Name: "t10k-labels-idx1-ubyte.gz", Size: 4542, SHA256: "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
 	}
 }
 
@@ -46,8 +50,8 @@ func MNISTFiles() []RemoteFile {
 // sizes and SHA-256 sums of the UCI originals.
 func AdultFiles() []RemoteFile {
 	return []RemoteFile{
-		{"adult.data", 3974305, "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"},
-		{"adult.test", 2003153, "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"},
+		{Name: "adult.data", Size: 3974305, SHA256: "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"},
+		{Name: "adult.test", Size: 2003153, SHA256: "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"},
 	}
 }
 
@@ -83,6 +87,44 @@ func (f RemoteFile) check() error {
 	if b, err := hex.DecodeString(f.SHA256); err != nil || len(b) != sha256.Size {
 		return fmt.Errorf("datasets: %s: RemoteFile.SHA256 = %q, want 64 hex digits", f.Name, f.SHA256)
 	}
+	if b, err := hex.DecodeString(f.MD5); f.MD5 != "" && (err != nil || len(b) != md5.Size) {
+		return fmt.Errorf("datasets: %s: RemoteFile.MD5 = %q, want 32 hex digits or empty", f.Name, f.MD5)
+	}
+	return nil
+}
+
+// digests hashes what is written to it with SHA-256 and, when the file has one, MD5.
+type digests struct {
+	sha, md hash.Hash // md is nil without an MD5 to check
+	f       RemoteFile
+}
+
+func newDigests(f RemoteFile) *digests {
+	d := &digests{sha: sha256.New(), f: f}
+	if f.MD5 != "" {
+		d.md = md5.New()
+	}
+	return d
+}
+
+func (d *digests) Write(p []byte) (int, error) {
+	d.sha.Write(p) // hash.Hash writes never fail
+	if d.md != nil {
+		d.md.Write(p)
+	}
+	return len(p), nil
+}
+
+// check compares the sums with the file's; what names the data in the error.
+func (d *digests) check(what string) error {
+	if got := hex.EncodeToString(d.sha.Sum(nil)); !strings.EqualFold(got, d.f.SHA256) {
+		return fmt.Errorf("datasets: %s: %w: sha256 %s, want %s", what, ErrChecksum, got, strings.ToLower(d.f.SHA256))
+	}
+	if d.md != nil {
+		if got := hex.EncodeToString(d.md.Sum(nil)); !strings.EqualFold(got, d.f.MD5) {
+			return fmt.Errorf("datasets: %s: %w: md5 %s, want %s", what, ErrChecksum, got, strings.ToLower(d.f.MD5))
+		}
+	}
 	return nil
 }
 
@@ -104,14 +146,11 @@ func verifyFile(path string, f RemoteFile) error {
 	if f.Size > 0 && st.Size() != f.Size {
 		return fmt.Errorf("datasets: %s: %w: size %d bytes, want %d", path, ErrChecksum, st.Size(), f.Size)
 	}
-	h := sha256.New()
+	h := newDigests(f)
 	if _, err := io.Copy(h, fh); err != nil {
 		return fmt.Errorf("datasets: %s: %w", path, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, f.SHA256) {
-		return fmt.Errorf("datasets: %s: %w: sha256 %s, want %s", path, ErrChecksum, got, strings.ToLower(f.SHA256))
-	}
-	return nil
+	return h.check(path)
 }
 
 // Verify checks that every file is in dir with the right size and SHA-256. It returns the
@@ -190,7 +229,7 @@ func download(ctx context.Context, client *http.Client, url, dst string, f Remot
 			tmp.Abort()
 		}
 	}()
-	h := sha256.New()
+	h := newDigests(f)
 	body := io.Reader(resp.Body)
 	if f.Size > 0 {
 		body = io.LimitReader(resp.Body, f.Size+1) // one byte more reveals an oversized body
@@ -205,8 +244,8 @@ func download(ctx context.Context, client *http.Client, url, dst string, f Remot
 	if f.Size > 0 && n != f.Size {
 		return fmt.Errorf("datasets: download %s: %w: got %d bytes or more, want %d", url, ErrChecksum, n, f.Size)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, f.SHA256) {
-		return fmt.Errorf("datasets: download %s: %w: sha256 %s, want %s", url, ErrChecksum, got, strings.ToLower(f.SHA256))
+	if err := h.check("download " + url); err != nil {
+		return err
 	}
 	if err = tmp.Commit(); err != nil {
 		return fmt.Errorf("datasets: download %s: %w", url, err)
