@@ -22,6 +22,7 @@ var commandLineParsers = map[string]func([]string, io.Writer) error{
 	"bench":     func(a []string, w io.Writer) error { _, err := parseBenchSamplerFlags(a, w); return err },
 	"eval":      func(a []string, w io.Writer) error { _, err := parseEvalFlags(a, w); return err },
 	"predict":   func(a []string, w io.Writer) error { _, err := parsePredictFlags(a, w); return err },
+	"models":    func(a []string, w io.Writer) error { _, err := parseModelsFlags(a, w); return err },
 }
 
 // FuzzCommandLines: every subcommand's flag parser, given any command line (arguments separated

@@ -72,7 +72,7 @@ func (f *trainFlags) resolveDataset() error {
 	case d.data == "":
 		return usagef("--dataset %s needs --data FILE", f.dataset)
 	case set["data-dir"] || set["cache-dir"]:
-		return usagef("--data-dir and --cache-dir are for --dataset mnist or adult; --dataset %s reads --data", f.dataset)
+		return usagef("--data-dir and --cache-dir are for --dataset mnist, adult or cifar10; --dataset %s reads --data", f.dataset)
 	case set["test-split"] && d.testData != "":
 		return usagef("--test-split %v with --test-data: give one of them", d.testSplit)
 	case set["test-split"] && !(d.testSplit > 0 && d.testSplit < 1):
@@ -100,6 +100,9 @@ func (f *trainFlags) resolveDataset() error {
 // loadTrainTest loads the training and test sets: the built-in datasets by loadData, the
 // user's own data with its public schema.
 func (f *trainFlags) loadTrainTest(ctx context.Context) (train, test *datasets.Dataset, err error) {
+	if f.dataset == "cifar10" {
+		return loadCIFAR10(ctx, f.dataDir, f.cacheDir, f.download)
+	}
 	if f.dataset != "csv" && f.dataset != "idx" {
 		return loadData(ctx, f.dataset, f.dataDir, f.cacheDir, f.seed)
 	}

@@ -48,6 +48,7 @@ func loadModel(path string) (*model.Artifact, error) {
 // evalFlags are dpsgd eval's flags.
 type evalFlags struct {
 	model, dataset, dataDir, cacheDir string
+	download                          bool   // --download: fetch CIFAR-10 (cifar.go)
 	data, labels                      string // a model of the user's own data: its labelled test file
 	set                               map[string]bool
 }
@@ -56,9 +57,10 @@ func parseEvalFlags(args []string, stdout io.Writer) (*evalFlags, error) {
 	f := &evalFlags{}
 	fs := newFlagSet("dpsgd eval")
 	fs.StringVar(&f.model, "model", "", "the model file (dpsgd train --save)")
-	fs.StringVar(&f.dataset, "dataset", "", "synthetic, mnist or adult: the dataset whose test set to evaluate on (default: the model's)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
+	fs.StringVar(&f.dataset, "dataset", "", "synthetic, mnist, adult or cifar10: the dataset whose test set to evaluate on (default: the model's)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX, Adult CSV or CIFAR-10 batches); empty: --cache-dir, where mnist and adult are downloaded (cifar10 only with --download)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	addDownloadFlag(fs, &f.download)
 	fs.StringVar(&f.data, "data", "", "a model of your own data (csv or idx): the labelled test file, read with the model's schema (a CSV with its label column, or IDX images with --labels)")
 	fs.StringVar(&f.labels, "labels", "", "a model of idx data: the IDX labels file of --data")
 	var err error
@@ -76,7 +78,7 @@ func parseEvalFlags(args []string, stdout io.Writer) (*evalFlags, error) {
 // the schema the model stores, and checks that it fits the model.
 func (f *evalFlags) ownTest(a *model.Artifact) (*datasets.Dataset, error) {
 	kind := a.Preprocessing.Dataset
-	for _, name := range []string{"dataset", "data-dir", "cache-dir"} {
+	for _, name := range []string{"dataset", "data-dir", "cache-dir", "download"} {
 		if f.set[name] && !(name == "dataset" && f.dataset == kind) {
 			return nil, usagef("--%s: the model was trained on your own %s data; evaluate it on a labelled file: --data FILE", name, kind)
 		}
@@ -138,7 +140,15 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if _, err := builtinInput(name, a.Arch); err != nil {
 			return usagef("--model %s: %v", f.model, err)
 		}
-		if _, test, err = loadData(ctx, name, f.dataDir, f.cacheDir, 0); err != nil {
+		if err := checkDownload(f.set["download"], name); err != nil {
+			return err
+		}
+		if name == "cifar10" {
+			_, test, err = loadCIFAR10(ctx, f.dataDir, f.cacheDir, f.download)
+		} else {
+			_, test, err = loadData(ctx, name, f.dataDir, f.cacheDir, 0)
+		}
+		if err != nil {
 			return err
 		}
 	}

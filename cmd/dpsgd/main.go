@@ -3,6 +3,7 @@
 //
 //	dpsgd train [flags]    train a model (see dpsgd train --help); --save FILE keeps it
 //	dpsgd schema [flags]   draft the public schema that training on your own CSV or IDX data needs
+//	dpsgd models [flags]   the model presets, their layers and parameter counts on a dataset
 //	dpsgd eval [flags]     a saved model's accuracy, loss and confusion matrix on its test set
 //	dpsgd predict [flags]  a saved model's predictions for rows of a file
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
@@ -38,6 +39,7 @@ const usage = `dpsgd: differentially private SGD with a guarantee checked every 
 Usage:
   dpsgd train [flags]    train a model with DP-SGD (dpsgd train --help); --save FILE keeps the model
   dpsgd schema [flags]   draft the public schema of your own data (CSV or IDX) for dpsgd train --data
+  dpsgd models [flags]   list the model presets (--model) with their layers and parameter counts
   dpsgd eval [flags]     evaluate a saved model on its dataset's test set (JSON: accuracy, loss, confusion matrix)
   dpsgd predict [flags]  predict the class of every row of a CSV or IDX file with a saved model
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdTrain(ctx, args[1:], stdout, stderr)
 	case "schema":
 		err = cmdSchema(ctx, args[1:], stdout, stderr)
+	case "models":
+		err = cmdModels(ctx, args[1:], stdout, stderr)
 	case "eval":
 		err = cmdEval(ctx, args[1:], stdout, stderr)
 	case "predict":
@@ -104,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, schema, eval, predict, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
+		err = usagef("unknown command %q (want train, schema, models, eval, predict, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

@@ -28,18 +28,11 @@ const maxPredictBytes = 1 << 30
 // builtinInput returns the features per row of the built-in dataset name, after checking that
 // the model reads them: its input size and classes are the dataset's.
 func builtinInput(name string, arch nn.Arch) (int, error) {
-	var d, k int
-	switch name {
-	case "synthetic":
-		cfg := datasets.DefaultSynthetic()
-		d, k = cfg.Features, cfg.Classes
-	case "mnist":
-		d, k = datasets.MNISTRows*datasets.MNISTCols, datasets.MNISTClasses
-	case "adult":
-		d, k = datasets.AdultDim, 2
-	default:
-		return 0, fmt.Errorf("preprocessing of dataset %q: want synthetic, mnist or adult", name)
+	b, err := datasets.LookupBuiltin(name)
+	if err != nil {
+		return 0, fmt.Errorf("preprocessing of dataset %q: want %s", name, strings.Join(datasets.BuiltinNames(), ", "))
 	}
+	d, k := b.D(), b.Classes
 	if arch.InputSize() != d || arch.Classes != k {
 		return 0, fmt.Errorf("the model takes %d features and has %d classes; %s data has %d features and %d classes", arch.InputSize(), arch.Classes, name, d, k)
 	}
@@ -140,6 +133,8 @@ func inputFits(shape []int, arch nn.Arch) bool {
 //
 //   - synthetic: the D feature values, as they are;
 //   - mnist: the 784 pixel bytes (integers 0–255, row-major), mapped by datasets.MNISTPixel;
+//   - cifar10: the 3072 pixel bytes (integers 0–255) in the order of a CIFAR-10 record
+//     (channel-major: the red plane row by row, then green, then blue), mapped likewise;
 //   - adult: a record of the UCI files (14 features, or 15 with the income label, which is
 //     ignored), parsed by datasets.ReadAdultCSV and encoded by datasets.NewAdultEncoder.
 func rowFeatures(p model.Preprocessing, arch nn.Arch) (func(fields []string) ([]float32, error), error) {
@@ -172,7 +167,7 @@ func rowFeatures(p model.Preprocessing, arch nn.Arch) (func(fields []string) ([]
 			}
 			return x, nil
 		}, nil
-	case "mnist":
+	case "mnist", "cifar10":
 		return func(fields []string) ([]float32, error) {
 			if err := count(fields, d, d); err != nil {
 				return nil, err
@@ -302,7 +297,7 @@ func parsePredictFlags(args []string, stdout io.Writer) (*predictFlags, error) {
 	fs.StringVar(&f.model, "model", "", "the model file (dpsgd train --save)")
 	fs.StringVar(&f.data, "data", "", "the rows to predict, raw, as the model's preprocessing reads them: for your own data a CSV with a header "+
 		"(the label column may be absent) or IDX images, as trained on; synthetic: a CSV of the D features; mnist: 784 pixel values 0–255 a row, "+
-		"or an IDX images file (raw or gzip); adult: UCI Adult records, with or without their label")
+		"or an IDX images file (raw or gzip); cifar10: 3072 pixel values 0–255 a row, in a CIFAR-10 record's order (red plane, green, blue, each row by row); adult: UCI Adult records, with or without their label")
 	fs.BoolVar(&f.proba, "proba", false, "also print each class's probability (the softmax of the logits)")
 	fs.StringVar(&f.format, "format", "csv", "csv (a header, then row,class[,p0,…]) or jsonl (one JSON object per row)")
 	if _, err := parseFlags(fs, args, stdout, "Usage: dpsgd predict --model FILE --data FILE [flags]\n\n"+

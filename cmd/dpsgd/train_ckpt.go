@@ -16,13 +16,13 @@ import (
 // ckptNotStored are the flags a checkpoint does not record: they describe this invocation,
 // not the run (--device and --blas included: a run checkpointed on a GPU may resume on the
 // CPU, or on another BLAS, not bitwise, and the other way round; --allow-chance too: what this
-// invocation's exit status says). --checkpoint, --key-dir and --save are paths of this invocation:
-// a checkpoint restored from a copy must never write over the file it was copied from, and
-// where the keys are is this machine's business. --seed is sealed in the checkpoint under
-// the run's secret instead (checkpoint.Config.Seeds): whoever knows a seeded run's seed can
-// regenerate its noise.
+// invocation's exit status says; --download: whether this invocation may fetch data).
+// --checkpoint, --key-dir and --save are paths of this invocation: a checkpoint restored from
+// a copy must never write over the file it was copied from, and where the keys are is this
+// machine's business. --seed is sealed in the checkpoint under the run's secret instead
+// (checkpoint.Config.Seeds): whoever knows a seeded run's seed can regenerate its noise.
 var ckptNotStored = map[string]bool{"resume": true, "json": true, "quiet": true, "device": true, "blas": true,
-	"checkpoint": true, "key-dir": true, "seed": true, "save": true, "allow-chance": true}
+	"checkpoint": true, "key-dir": true, "seed": true, "save": true, "allow-chance": true, "download": true}
 
 // keyDir returns --key-dir ("" = the default key store).
 func (f *trainFlags) keyDir() string {

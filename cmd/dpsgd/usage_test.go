@@ -15,7 +15,7 @@ import (
 var helpCommands = [][]string{
 	{"train"}, {"account"}, {"account", "--mechanism", "ball"}, {"account", "--mechanism", "personalized"},
 	{"plot"}, {"ageaware", "tv"}, {"ageaware", "simulate"}, {"federated"}, {"audit"},
-	{"bench", "samplers"}, {"bench", "step"}, {"selftest"}, {"eval"}, {"predict"},
+	{"bench", "samplers"}, {"bench", "step"}, {"selftest"}, {"eval"}, {"predict"}, {"models"},
 }
 
 // singleDashFlag matches a flag written with one dash at the start of a help line.
@@ -39,7 +39,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %q", tc.args, code, errOut, tc.want)
 		}
 	}
-	for _, cmd := range []string{"train", "eval", "predict", "account", "plot", "ageaware", "federated", "audit", "bench", "selftest"} {
+	for _, cmd := range []string{"train", "models", "eval", "predict", "account", "plot", "ageaware", "federated", "audit", "bench", "selftest"} {
 		if code, _, errOut := runCmd(t, cmd, "--help"); code != 0 {
 			t.Errorf("%s --help: exit %d: %s", cmd, code, errOut)
 		}

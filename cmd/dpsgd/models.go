@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/spf13/pflag"
+)
+
+// modelPreset is one --model preset: the one table that dpsgd train builds its model from
+// (newArch) and dpsgd models lists. A new preset is a new row of modelPresets; its default
+// widths for a dataset come from presetFor, as every other default of a run does.
+type modelPreset struct {
+	name  string
+	about string
+	image bool // needs [C, H, W] examples
+	build func(input []int, classes int, hidden []int, act nn.Activation) nn.Arch
+}
+
+// modelPresets returns the presets, in the order they are listed.
+func modelPresets() []modelPreset {
+	return []modelPreset{
+		{name: "logreg", about: "multinomial logistic regression: one dense layer",
+			build: func(input []int, classes int, _ []int, _ nn.Activation) nn.Arch { return nn.LogReg(input, classes) }},
+		{name: "mlp", about: "fully connected: dense hidden layers (--hidden), then the output layer",
+			build: nn.MLP},
+		{name: "cnn", about: "two convolutions with max pooling, a dense layer (--hidden), the output layer (Papernot et al.'s DP-SGD CNN)",
+			image: true, build: nn.CNN},
+	}
+}
+
+// presetNames lists the presets' names as an error or a help text says them: "a, b or c".
+func presetNames() string {
+	var names []string
+	for _, p := range modelPresets() {
+		names = append(names, p.name)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// lookupPreset returns the preset called name, or a usage error naming --model and the presets.
+func lookupPreset(name string) (modelPreset, error) {
+	for _, p := range modelPresets() {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return modelPreset{}, usagef("--model %q: want %s (dpsgd models lists them)", name, presetNames())
+}
+
+// arch builds preset p for examples of shape input with classes classes, or says why
+// it does not apply to them.
+func (p modelPreset) arch(dataset string, input []int, classes int, hidden []int, act nn.Activation) (nn.Arch, error) {
+	if p.image && len(input) != 3 {
+		return nn.Arch{}, usagef("--model %s needs image data ([C,H,W] examples); %s has shape %v", p.name, dataset, input)
+	}
+	return p.build(input, classes, hidden, act), nil
+}
+
+// layerJSON is one layer with parameters of a listed model.
+type layerJSON struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"` // dense or conv
+	In        int    `json:"in"`   // inputs per output position (conv: channels·kernel²)
+	Out       int    `json:"out"`
+	Positions int    `json:"positions"` // output positions per example (dense: 1)
+	Kernel    int    `json:"kernel,omitempty"`
+	Stride    int    `json:"stride,omitempty"`
+	Pad       int    `json:"pad,omitempty"`
+	Pool      int    `json:"pool,omitempty"` // max-pooling window after the layer (0: none)
+	Params    int    `json:"params"`
+}
+
+// modelJSON is one preset of dpsgd models.
+type modelJSON struct {
+	Name       string      `json:"name"`
+	About      string      `json:"about"`
+	Default    bool        `json:"default"`          // the model dpsgd train uses without --model
+	Available  bool        `json:"available"`        // whether it applies to the dataset
+	Reason     string      `json:"reason,omitempty"` // why not, when not available
+	Hidden     []int       `json:"hidden,omitempty"`
+	Activation string      `json:"activation,omitempty"`
+	Params     int         `json:"params"`
+	Layers     []layerJSON `json:"layers"`
+}
+
+// modelsJSON is what dpsgd models --json prints. Keys are a contract (TestModelsJSON); add,
+// never rename.
+type modelsJSON struct {
+	Dataset string      `json:"dataset"`
+	Input   []int       `json:"input"`
+	Classes int         `json:"classes"`
+	Models  []modelJSON `json:"models"`
+}
+
+// listModels describes every preset on the built-in dataset b, with the widths and
+// activation dpsgd train would use (presetFor).
+func listModels(b datasets.Builtin) (modelsJSON, error) {
+	out := modelsJSON{Dataset: b.Name, Input: b.Shape, Classes: b.Classes, Models: []modelJSON{}}
+	def := defaultModel(b.Name)
+	for _, p := range modelPresets() {
+		pre := presetFor(b.Name, p.name)
+		act, err := nn.ParseActivation(pre.activation)
+		if err != nil {
+			return out, fmt.Errorf("preset %s/%s: %w", b.Name, p.name, err)
+		}
+		m := modelJSON{Name: p.name, About: p.about, Default: p.name == def, Layers: []layerJSON{}}
+		a, err := p.arch(b.Name, b.Shape, b.Classes, pre.hidden, act)
+		if err != nil {
+			var ue usageError
+			if !errors.As(err, &ue) {
+				return out, err
+			}
+			m.Reason = strings.TrimPrefix(ue.err.Error(), "--model "+p.name+" ")
+			out.Models = append(out.Models, m)
+			continue
+		}
+		ls, err := a.Layers()
+		if err != nil {
+			return out, fmt.Errorf("preset %s on %s: %w", p.name, b.Name, err)
+		}
+		m.Available, m.Hidden, m.Params = true, a.Hidden, a.NumParams()
+		if len(a.Hidden) > 0 || len(a.Conv) > 0 {
+			m.Activation = string(a.Activation)
+		}
+		for i, l := range ls {
+			lj := layerJSON{Name: l.Name, Kind: "dense", In: l.In, Out: l.Out, Positions: l.Positions, Params: l.In*l.Out + l.Out}
+			if i < len(a.Conv) {
+				c := a.Conv[i]
+				lj.Kind, lj.Kernel, lj.Stride, lj.Pad, lj.Pool = "conv", c.Kernel, c.Stride, c.Pad, c.PoolKernel
+			}
+			m.Layers = append(m.Layers, lj)
+		}
+		out.Models = append(out.Models, m)
+	}
+	return out, nil
+}
+
+// modelsFlags are dpsgd models' flags, the dataset looked up.
+type modelsFlags struct {
+	dataset datasets.Builtin
+	jsonOut bool
+}
+
+func parseModelsFlags(args []string, stdout io.Writer) (*modelsFlags, error) {
+	f := &modelsFlags{}
+	fs := newFlagSet("dpsgd models")
+	dataset := fs.String("dataset", "mnist", "the built-in dataset whose input shape and classes size the models: "+strings.Join(datasets.BuiltinNames(), ", "))
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object")
+	if _, err := parseFlags(fs, args, stdout, "Usage: dpsgd models [--dataset NAME] [--json]\n\n"+
+		"Lists the model presets of dpsgd train --model with their layers and parameter counts on a dataset, with the\n"+
+		"widths and activation dpsgd train uses for it by default (--hidden and --activation change them)."); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %s: dpsgd models takes flags only", quoteArg(fs.Arg(0)))
+	}
+	b, err := datasets.LookupBuiltin(*dataset)
+	switch {
+	case err == nil:
+		f.dataset = b
+		return f, nil
+	case *dataset == "csv" || *dataset == "idx":
+		return nil, usagef("--dataset %s: the shape of your own data comes from its schema; want %s (dpsgd train --data … --json reports its model's params)", *dataset, strings.Join(datasets.BuiltinNames(), ", "))
+	}
+	return nil, usagef("--dataset %s: want %s", quoteArg(*dataset), strings.Join(datasets.BuiltinNames(), ", "))
+}
+
+// cmdModels is dpsgd models: the presets, their layers and parameter counts on a dataset.
+func cmdModels(_ context.Context, args []string, stdout, _ io.Writer) error {
+	f, err := parseModelsFlags(args, stdout)
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list, err := listModels(f.dataset)
+	if err != nil {
+		return err
+	}
+	if f.jsonOut {
+		return printJSON(stdout, list)
+	}
+	return printModels(stdout, list)
+}
+
+// printModels writes the listing as text: one block per preset, one line per layer.
+func printModels(w io.Writer, list modelsJSON) error {
+	shape := make([]string, len(list.Input))
+	for i, s := range list.Input {
+		shape[i] = strconv.Itoa(s)
+	}
+	fmt.Fprintf(w, "Model presets on %s (examples %s, %d classes), with the widths and activation dpsgd train uses for it:\n",
+		list.Dataset, strings.Join(shape, "×"), list.Classes)
+	for _, m := range list.Models {
+		def := ""
+		if m.Default {
+			def = " (the default)"
+		}
+		if !m.Available {
+			fmt.Fprintf(w, "\n%s%s: not for %s: %s\n", m.Name, def, list.Dataset, m.Reason)
+			continue
+		}
+		act := ""
+		if m.Activation != "" {
+			act = ", " + m.Activation
+		}
+		fmt.Fprintf(w, "\n%s%s: %s parameters%s\n  %s\n", m.Name, def, groupDigits(m.Params), act, m.About)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, l := range m.Layers {
+			what := fmt.Sprintf("dense %d → %d", l.In, l.Out)
+			if l.Kind == "conv" {
+				what = fmt.Sprintf("conv %d filters of %d inputs, %d×%d kernel, stride %d, pad %d, %d positions", l.Out, l.In, l.Kernel, l.Kernel, l.Stride, l.Pad, l.Positions)
+				if l.Pool > 0 {
+					what += fmt.Sprintf(", max-pool %d", l.Pool)
+				}
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%12s\n", l.Name, what, groupDigits(l.Params))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupDigits writes n with thousands separated by commas.
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

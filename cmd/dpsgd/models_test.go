@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/datasets"
+)
+
+// TestModelsJSON: dpsgd models --json lists every preset on every built-in dataset, its layers'
+// parameters add up to its count, exactly one is the default (train's), and the counts on
+// MNIST are those worked out by hand.
+func TestModelsJSON(t *testing.T) {
+	byHand := map[string]int{
+		"logreg": 784*10 + 10,
+		"mlp":    (784+1)*128 + (128+1)*10,
+		// conv1 16×(1·8·8)+16 on 28+2·3 → 14×14, pooled → 13×13; conv2 32×(16·4·4)+32 → 5×5,
+		// pooled → 4×4; dense 32·4·4 → 32; out 32 → 10.
+		"cnn": (1*8*8+1)*16 + (16*4*4+1)*32 + (32*4*4+1)*32 + (32+1)*10,
+	}
+	for _, b := range datasets.Builtins() {
+		code, out, errOut := runCmd(t, "models", "--dataset", b.Name, "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", b.Name, code, errOut)
+		}
+		var got modelsJSON
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Dataset != b.Name || got.Classes != b.Classes || len(got.Models) != len(modelPresets()) {
+			t.Fatalf("%s: %+v", b.Name, got)
+		}
+		defaults := 0
+		for i, m := range got.Models {
+			if m.Name != modelPresets()[i].name {
+				t.Errorf("%s: model %d is %s, want the table's order", b.Name, i, m.Name)
+			}
+			if m.Default {
+				defaults++
+				if m.Name != defaultModel(b.Name) {
+					t.Errorf("%s: default %s, train's is %s", b.Name, m.Name, defaultModel(b.Name))
+				}
+			}
+			if !m.Available {
+				if m.Name != "cnn" || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
+					t.Errorf("%s/%s: unavailable: %q", b.Name, m.Name, m.Reason)
+				}
+				continue
+			}
+			sum := 0
+			for _, l := range m.Layers {
+				if l.Params != l.In*l.Out+l.Out {
+					t.Errorf("%s/%s %s: %d params for %d×%d", b.Name, m.Name, l.Name, l.Params, l.In, l.Out)
+				}
+				sum += l.Params
+			}
+			if sum != m.Params || m.Params < 1 {
+				t.Errorf("%s/%s: layers add up to %d, total %d", b.Name, m.Name, sum, m.Params)
+			}
+			if last := m.Layers[len(m.Layers)-1]; last.Out != b.Classes {
+				t.Errorf("%s/%s: output layer of %d, want %d classes", b.Name, m.Name, last.Out, b.Classes)
+			}
+			if b.Name == "mnist" && m.Params != byHand[m.Name] {
+				t.Errorf("mnist/%s: %d params, by hand %d", m.Name, m.Params, byHand[m.Name])
+			}
+		}
+		if defaults != 1 {
+			t.Errorf("%s: %d defaults", b.Name, defaults)
+		}
+	}
+}
+
+// TestModelsIsWhatTrainBuilds: the listing and dpsgd train read the same table: the parameter
+// count train reports for each preset is the listed one.
+func TestModelsIsWhatTrainBuilds(t *testing.T) {
+	code, out, errOut := runCmd(t, "models", "--dataset", "synthetic", "--json")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	var list modelsJSON
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Models {
+		if !m.Available {
+			if code, _, errOut := runCmd(t, "train", "--model", m.Name, "--epochs", "1", "--quiet"); code != 2 || !strings.Contains(errOut, "needs image data") {
+				t.Errorf("train --model %s on synthetic: exit %d: %s", m.Name, code, errOut)
+			}
+			continue
+		}
+		code, out, errOut := runCmd(t, "train", "--model", m.Name, "--epochs", "1", "--sigma", "1", "--seed", "1", "--quiet", "--json", "--allow-chance")
+		if code != 0 {
+			t.Fatalf("train --model %s: exit %d: %s", m.Name, code, errOut)
+		}
+		if p := lastJSON(t, out)["params"]; p != float64(m.Params) {
+			t.Errorf("train --model %s: params %v, listed %d", m.Name, p, m.Params)
+		}
+	}
+}
+
+func TestModelsTextAndErrors(t *testing.T) {
+	code, out, errOut := runCmd(t, "models")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	for _, want := range []string{"on mnist (examples 1×28×28, 10 classes)", "logreg: 7,850 parameters", "mlp: 101,770 parameters, tanh",
+		"cnn (the default): 26,010 parameters, tanh", "conv 16 filters of 64 inputs, 8×8 kernel, stride 2, pad 3, 196 positions, max-pool 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if _, out, _ := runCmd(t, "models", "--dataset", "adult"); !strings.Contains(out, "cnn: not for adult: needs image data") {
+		t.Errorf("adult:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"models", "--dataset", "cifar100"}, "--dataset cifar100: want synthetic, mnist, adult, cifar10"},
+		{[]string{"models", "--dataset", "csv"}, "comes from its schema"},
+		{[]string{"models", "mnist"}, `unexpected argument "mnist"`},
+		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp or cnn (dpsgd models lists them)`},
+	} {
+		code, out, errOut := runCmd(t, tc.args...)
+		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
+
+// TestGroupDigits: removing the commas gives the number back, and they split it in threes
+// from the right.
+func TestGroupDigits(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 1000; i++ {
+		n := r.IntN(1 << uint(r.IntN(62)+1))
+		if i%2 == 1 {
+			n = -n
+		}
+		s := groupDigits(n)
+		if strings.ReplaceAll(s, ",", "") != strconv.Itoa(n) {
+			t.Fatalf("groupDigits(%d) = %q", n, s)
+		}
+		parts := strings.Split(strings.TrimPrefix(s, "-"), ",")
+		for k, p := range parts {
+			if len(p) != 3 && !(k == 0 && len(p) >= 1 && len(p) <= 3) {
+				t.Fatalf("groupDigits(%d) = %q", n, s)
+			}
+		}
+	}
+}
