@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -450,11 +451,11 @@ func TestCIFAR10Table(t *testing.T) {
 }
 
 // fakeCIFAR10Source serves a generated archive as a mirror would, with its true sums.
-func fakeCIFAR10Source(t *testing.T, archive []byte) (Source, *httptest.Server, *int) {
+func fakeCIFAR10Source(t *testing.T, archive []byte) (Source, *httptest.Server, *atomic.Int32) {
 	t.Helper()
-	hits := new(int)
+	hits := new(atomic.Int32)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*hits++
+		hits.Add(1)
 		if r.URL.Path != "/kriz/"+CIFAR10Archive {
 			http.NotFound(w, r)
 			return
@@ -477,16 +478,16 @@ func TestFetchCIFAR10(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	bdir, err := FetchCIFAR10(ctx, srv.Client(), src, dir)
-	if err != nil || bdir != filepath.Join(dir, CIFAR10Dir) || *hits != 1 {
-		t.Fatalf("FetchCIFAR10 = %q, %v after %d requests", bdir, err, *hits)
+	if err != nil || bdir != filepath.Join(dir, CIFAR10Dir) || hits.Load() != 1 {
+		t.Fatalf("FetchCIFAR10 = %q, %v after %d requests", bdir, err, hits.Load())
 	}
 	if _, _, err := LoadCIFAR10(dir); err != nil {
 		t.Fatal(err)
 	}
 	// Present: nothing is fetched, even offline.
 	srv.Close()
-	if _, err := FetchCIFAR10(ctx, srv.Client(), src, dir); err != nil || *hits != 1 {
-		t.Fatalf("second call: %v after %d requests", err, *hits)
+	if _, err := FetchCIFAR10(ctx, srv.Client(), src, dir); err != nil || hits.Load() != 1 {
+		t.Fatalf("second call: %v after %d requests", err, hits.Load())
 	}
 	// The archive alone (downloaded by hand): checked and extracted offline.
 	dir2 := t.TempDir()
