@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/dpsgd/dpsgd/cuda"
@@ -14,13 +15,15 @@ import (
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
-const selftestHeader = `dpsgd selftest: check every CUDA kernel against the CPU backend on random inputs
-(float32 within 1e-5 relative; noise: the CPU's stream bit for bit, then mean/std/kurtosis over --draws
-normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
+const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
+CUDA kernel against the CPU backend on random inputs (dense and convolution layers: float32 within 1e-5
+relative, data movements bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+--draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
 generation and the DP step against the non-private step on the device.
 
 Usage: dpsgd selftest [flags]`
@@ -36,8 +39,20 @@ type selftestCheck struct {
 	OK         bool `json:"ok"`
 }
 
+// selftestPTX says which kernel module the device loaded: its origin (the PTX embedded in
+// the binary, or the file --ptx named) and what its header records (kernels/cuda, mkptx.sh).
+type selftestPTX struct {
+	Source       string `json:"source"`
+	Compiler     string `json:"compiler"`
+	SourceSHA256 string `json:"source_sha256"`
+	// SourceMatches is whether the PTX was built from the dpsgd.cu this binary embeds.
+	SourceMatches bool `json:"source_matches"`
+	Kernels       int  `json:"kernels"`
+}
+
 type selftestResult struct {
 	Device      string          `json:"device"`
+	PTX         selftestPTX     `json:"ptx"`
 	Checks      []selftestCheck `json:"checks"`
 	Draws       int             `json:"draws"`
 	Mean        *float64        `json:"noise_mean"`
@@ -60,11 +75,13 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("selftest")
 	draws, batch, reps := 1_000_000, 256, 5
 	asJSON, bench := false, true
+	ptxFile := ""
 	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (default 1000000; 10^8 on a real GPU)")
 	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark (default 256)")
 	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark (default 5)")
 	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks (--bench=false: the checks only)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.StringVar(&ptxFile, "ptx", "", "load the kernels from this PTX file (e.g. an nvcc build by make ptx) instead of the embedded one")
 	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, pflag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -73,12 +90,24 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if draws > 1<<33 {
 		return usagef("--draws %d: want at most 2^33", draws)
 	}
-	d, err := engine.OpenDevice(cuda.Options{})
+	opts, ptx := cuda.Options{}, selftestPTX{Source: "embedded (kernels/cuda/dpsgd.ptx)"}
+	text := kcuda.PTX()
+	if ptxFile != "" {
+		b, err := os.ReadFile(ptxFile)
+		if err != nil {
+			return usagef("--ptx: %v", err)
+		}
+		text, opts.PTX, ptx.Source = string(b), string(b), ptxFile
+	}
+	ptx.Compiler, ptx.SourceSHA256 = kcuda.HeaderOf(text, "compiler"), kcuda.HeaderOf(text, "source-sha256")
+	ptx.SourceMatches = ptx.SourceSHA256 == kcuda.SourceSHA256Of(kcuda.Source())
+	d, err := engine.OpenDevice(opts)
 	if err != nil {
 		return usagef("selftest needs a GPU: %v", err)
 	}
 	defer d.Close()
-	res := selftestResult{Device: d.Info().String(), Draws: draws, Batch: batch}
+	ptx.Kernels = d.Info().Kernels
+	res := selftestResult{Device: d.Info().String(), PTX: ptx, Draws: draws, Batch: batch}
 	res.Checks, err = selftestKernels(d)
 	if err != nil {
 		return err
@@ -106,6 +135,8 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	} else {
 		fmt.Fprintf(stdout, "device: %s\n", res.Device)
+		fmt.Fprintf(stdout, "PTX: %s, %d kernels, built by %s from dpsgd.cu %.12s (this binary's source: %v)\n",
+			res.PTX.Source, res.PTX.Kernels, res.PTX.Compiler, res.PTX.SourceSHA256, res.PTX.SourceMatches)
 		for _, c := range res.Checks {
 			verdict := map[bool]string{true: "ok", false: "FAIL"}[c.OK]
 			if c.Mismatches != nil {
@@ -289,6 +320,197 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		}
 		name := map[bool]string{false: "relu", true: "tanh"}[tanh]
 		add(name, selftestMaxRel(got, want), 1e-5)
+	}
+	conv, err := selftestConv(d, rng, alloc)
+	return append(out, conv...), err
+}
+
+// selftestConv checks the convolution kernels on the MNIST CNN's two layers (engine/nn's
+// nn.CNN on 1×28×28 images) against engine/nn's CPU reference: the data movements (im2col of
+// the images and of a row-layout input, its gradient col2im, max pooling with its argmax and
+// the pooling gradient) bit for bit, since they move the same values and add the same terms
+// in the same order; the per-example gradients Ĝᵢ (one strided-batched GEMM and the bias
+// column sums) against kernels.Gemm within 1e-5 relative; and the clipped sum Σ cᵢ·Ĝᵢ
+// (coef_sum) bit for bit against float64 sums of the device's own Ĝᵢ in example order.
+func selftestConv(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
+	const b = 4
+	layouts, err := nn.CNN([]int{1, 28, 28}, 10, nil, nn.ReLU).ConvLayouts()
+	if err != nil {
+		return nil, err
+	}
+	var out []selftestCheck
+	exact := func(name string, got, want []float32) {
+		miss := selftestMismatches(got, want)
+		out = append(out, selftestCheck{Kernel: name, MaxErr: num(selftestMaxRel(got, want)), Mismatches: &miss, OK: miss == 0})
+	}
+	// run uploads the inputs, runs fn and downloads n float32 values of res.
+	up := func(x []float32) (cuda.Buffer, error) {
+		buf, err := alloc(max(len(x), 1) * 4)
+		if err == nil {
+			err = cuda.Upload(d, buf, x)
+		}
+		return buf, err
+	}
+	down := func(buf cuda.Buffer, n int) ([]float32, error) {
+		v := make([]float32, n)
+		return v, cuda.Download(d, v, buf)
+	}
+	for li, l := range layouts {
+		name := fmt.Sprintf("conv%d", li+1)
+		win := cuda.Window{C: l.InC, H: l.InH, W: l.InW, K: l.Spec.Kernel, S: l.Spec.Stride, Pad: l.Spec.Pad}
+		cols, rows := l.InC*l.Spec.Kernel*l.Spec.Kernel, l.OutH*l.OutW
+		x := selftestF32(rng, b*l.InC*l.InH*l.InW)
+		want := make([]float32, b*rows*cols)
+		if li == 0 {
+			nn.Im2Col(want, x, b, l)
+		} else {
+			nn.Patches(want, x, b, l)
+		}
+		X, err := up(x)
+		if err != nil {
+			return nil, err
+		}
+		P, err := alloc(len(want) * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Im2Col(P, X, b, win, li == 0); err != nil {
+			return nil, err
+		}
+		got, err := down(P, len(want))
+		if err != nil {
+			return nil, err
+		}
+		exact(name+" im2col (bit-exact)", got, want)
+		if li > 0 {
+			dp := selftestF32(rng, len(want))
+			dx := make([]float32, len(x))
+			nn.PatchesGrad(dx, dp, b, l)
+			DP, err := up(dp)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.Col2Im(X, DP, b, win); err != nil {
+				return nil, err
+			}
+			if got, err = down(X, len(x)); err != nil {
+				return nil, err
+			}
+			exact(name+" col2im (bit-exact)", got, dx)
+		}
+		// Per-example gradients of the layer: A the patch matrix P, E random errors.
+		h := l.Spec.Filters
+		n := (cols + 1) * h
+		e := selftestF32(rng, b*rows*h)
+		E, err := up(e)
+		if err != nil {
+			return nil, err
+		}
+		G, err := alloc(b * n * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.ExampleGrads(G, P, E, b, rows, cols, h); err != nil {
+			return nil, err
+		}
+		g, err := down(G, b*n)
+		if err != nil {
+			return nil, err
+		}
+		wantG := make([]float32, b*n)
+		for i := range b {
+			gi := wantG[i*n : (i+1)*n]
+			kernels.Gemm(true, false, cols, h, rows, 1, want[i*rows*cols:(i+1)*rows*cols], cols, e[i*rows*h:(i+1)*rows*h], h, 0, gi[:cols*h], h)
+			for r := range rows {
+				for j := range h {
+					gi[cols*h+j] += e[(i*rows+r)*h+j]
+				}
+			}
+		}
+		out = append(out, selftestCheck{Kernel: name + " per-example grads (strided-batched GEMM)", MaxErr: num(selftestMaxRel(g, wantG)), Tol: 1e-5,
+			OK: selftestMaxRel(g, wantG) <= 1e-5})
+		coef := []float64{1, 0.5, 0, 0.125}
+		acc := make([]float64, n)
+		for i, c := range coef {
+			if c == 0 {
+				continue
+			}
+			for j := range acc {
+				acc[j] += c * float64(g[i*n+j])
+			}
+		}
+		wantSum := make([]float32, n)
+		for j, v := range acc {
+			wantSum[j] = float32(v)
+		}
+		C, err := alloc(b * 8)
+		if err != nil {
+			return nil, err
+		}
+		ACC, err := alloc(n * 8)
+		if err != nil {
+			return nil, err
+		}
+		W, err := alloc(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		bias := cuda.Buffer{}
+		if bias, err = alloc(h * 4); err != nil {
+			return nil, err
+		}
+		if err := errors.Join(cuda.Upload(d, C, coef), d.CoefSum(ACC, W, bias, G, C, b, cols, h, true)); err != nil {
+			return nil, err
+		}
+		gw, err := down(W, cols*h)
+		if err != nil {
+			return nil, err
+		}
+		gb, err := down(bias, h)
+		if err != nil {
+			return nil, err
+		}
+		exact(name+" clipped sum Σcᵢ·Ĝᵢ (bit-exact)", append(gw, gb...), wantSum)
+		if l.Spec.PoolKernel == 0 {
+			continue
+		}
+		pw := cuda.Window{C: h, H: l.OutH, W: l.OutW, K: l.Spec.PoolKernel, S: l.Spec.PoolStride}
+		z := selftestF32(rng, b*rows*h)
+		pooled := make([]float32, b*l.PoolH*l.PoolW*h)
+		nn.Pool(pooled, z, b, l)
+		Z, err := up(z)
+		if err != nil {
+			return nil, err
+		}
+		O, err := alloc(len(pooled) * 4)
+		if err != nil {
+			return nil, err
+		}
+		I, err := alloc(len(pooled) * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.MaxPool(O, I, Z, b, pw); err != nil {
+			return nil, err
+		}
+		if got, err = down(O, len(pooled)); err != nil {
+			return nil, err
+		}
+		exact(name+" maxpool (bit-exact)", got, pooled)
+		dy := selftestF32(rng, len(pooled))
+		dz := make([]float32, len(z))
+		nn.PoolGrad(dz, z, dy, b, l)
+		DY, err := up(dy)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.MaxPoolBackward(Z, DY, I, b, pw); err != nil {
+			return nil, err
+		}
+		if got, err = down(Z, len(z)); err != nil {
+			return nil, err
+		}
+		exact(name+" maxpool backward (bit-exact)", got, dz)
 	}
 	return out, nil
 }
