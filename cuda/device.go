@@ -411,6 +411,15 @@ func (b Buffer) Ptr() uint64 { return b.ptr }
 // Bytes returns the requested size.
 func (b Buffer) Bytes() int { return b.bytes }
 
+// Sub returns the bytes bytes of b from byte off on, as a Buffer (for a kernel or copy on
+// part of b); the zero Buffer, which fits nothing, when that range is not within b.
+func (b Buffer) Sub(off, bytes int) Buffer {
+	if b.ptr == 0 || off < 0 || bytes < 0 || off+bytes > b.bytes {
+		return Buffer{}
+	}
+	return Buffer{ptr: b.ptr + uint64(off), bytes: bytes}
+}
+
 // Alloc returns a buffer of at least bytes bytes (> 0) from the pool. Its contents are
 // undefined. ErrOutOfMemory when the device has no room even after the pool released its
 // cached blocks.
@@ -578,17 +587,54 @@ func (d *Device) Sgemm(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda in
 	if m == 0 || n == 0 {
 		return nil
 	}
-	op := func(t bool) int32 {
-		if t {
-			return 1
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.sgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
+		return d.checkBLAS("cublasSgemm_v2", st)
+	})
+}
+
+// Dgemm is Sgemm in float64 (cublasDgemm_v2), for the clipped sums, which the step keeps in
+// float64 as the CPU does (docs/design.md step 5). Each operand must lie within its buffer.
+func (d *Device) Dgemm(tA, tB bool, m, n, k int, alpha float64, a Buffer, lda int, b Buffer, ldb int, beta float64, c Buffer, ldc int) error {
+	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return fmt.Errorf("%w: Dgemm dimensions m=%d n=%d k=%d out of range", ErrBLAS, m, n, k)
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	ar, ac, br, bc := m, k, k, n
+	if tA {
+		ar, ac = k, m
+	}
+	if tB {
+		br, bc = n, k
+	}
+	span := func(rows, cols, ld int) int {
+		if rows == 0 || cols == 0 {
+			return 0
 		}
-		return 0
+		return (rows-1)*ld + cols
+	}
+	if lda < ac || ldb < bc || ldc < n {
+		return fmt.Errorf("%w: Dgemm leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, lda, ldb, ldc, ac, bc, n)
+	}
+	if err := firstErr(fits("Dgemm a", a, span(ar, ac, lda), 8), fits("Dgemm b", b, span(br, bc, ldb), 8), fits("Dgemm c", c, span(m, n, ldc), 8)); err != nil {
+		return err
 	}
 	return d.do(func() error {
 		al, be := alpha, beta
-		st := d.blas.sgemm(d.handle, op(tB), op(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
-		return d.checkBLAS("cublasSgemm_v2", st)
+		st := d.blas.dgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
+		return d.checkBLAS("cublasDgemm_v2", st)
 	})
+}
+
+// blasOp is cuBLAS's operation code: 1 (CUBLAS_OP_T) to transpose, else 0 (CUBLAS_OP_N).
+func blasOp(t bool) int32 {
+	if t {
+		return 1
+	}
+	return 0
 }
 
 // SgemmStridedBatched computes batch row-major GEMMs as Sgemm does, the q-th on the matrices
@@ -623,15 +669,9 @@ func (d *Device) SgemmStridedBatched(tA, tB bool, m, n, k int, alpha float32, a 
 	if err := firstErr(extent("a", a, ar, ac, lda, strideA), extent("b", b, br, bc, ldb, strideB), extent("c", c, m, n, ldc, strideC)); err != nil {
 		return err
 	}
-	op := func(t bool) int32 {
-		if t {
-			return 1
-		}
-		return 0
-	}
 	return d.do(func() error {
 		al, be := alpha, beta
-		st := d.blas.sgemmSB(d.handle, op(tB), op(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), int64(strideB), a.ptr, int32(lda), int64(strideA),
+		st := d.blas.sgemmSB(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), int64(strideB), a.ptr, int32(lda), int64(strideA),
 			&be, c.ptr, int32(ldc), int64(strideC), int32(batch))
 		return d.checkBLAS("cublasSgemmStridedBatched", st)
 	})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
@@ -75,8 +76,8 @@ func TestDeviceMatchesCPUCNN(t *testing.T) {
 //
 // Tolerance, 1e-5·(1 + |v|) for gradients and parameters: the two backends sum the same
 // float32 products in other orders (cuBLAS GEMMs against gonum's, for the forward and backward
-// passes and a convolution's per-example gradients Ĝᵢ; the device's float32 dense clipped sums
-// against the CPU's float64 ones) and round the same noise once each. Each sum is then within
+// passes and a convolution's per-example gradients Ĝᵢ; both clipped sums are float64, and
+// the same noise is added to them: TestDeviceStepEqualsCPU). Each sum is then within
 // a few float32 ulps (6e-8 relative each) of the other, times the terms' magnitudes; the
 // gradients here are O(0.01) (the noise std over the expected batch) and the parameters O(1),
 // so the differences stay below 1e-6·(1 + |v|). A wrong patch, pooling or col2im index, a
@@ -185,5 +186,116 @@ func TestCUDABackendRefuses(t *testing.T) {
 	}
 	if gpu.opt.t != 0 {
 		t.Fatalf("a refused step counted: optimizer at step %d", gpu.opt.t)
+	}
+}
+
+// TestDeviceStepEqualsCPU: the parts of one DP step on the CUDA backend (fake driver) against
+// the CPU backend's, for dense models and CNNs, on a batch of 13 examples in one padded
+// physical batch with a non-finite example:
+//
+//   - per-example squared norms within 1e-5 relative (both sides take them from float32
+//     activations and errors that differ by the GEMMs' summation orders; non-finite alike);
+//   - the clipped sums, in float64 on both sides, within 1e-5 relative to max(|v|, 1e-2·max|v|)
+//     (the same float32 terms up to those orders, summed exactly in float64 but for γ_b);
+//   - the noise bit for bit: the CPU's float64 sums are put on the device, and the Gaussian
+//     and the ball noise of the same key added on both sides give the same bits; and the
+//     gradient rounded from them over the expected batch size is the same float32 bits.
+func TestDeviceStepEqualsCPU(t *testing.T) {
+	dense, _ := deviceProblem(t)
+	cnnData, _ := imageProblem(t, []int{1, 14, 14})
+	for _, ds := range []*datasets.Dataset{dense, cnnData} {
+		ds.X[5*ds.D+3] = float32(math.Inf(1)) // example 5: non-finite gradient
+	}
+	for _, tc := range []struct {
+		name  string
+		arch  nn.Arch
+		train *datasets.Dataset
+	}{
+		{"logreg", nn.LogReg(dense.Shape, dense.Classes), dense},
+		{"mlp-relu", nn.MLP(dense.Shape, dense.Classes, []int{9, 7}, nn.ReLU), dense},
+		{"cnn-tanh", nn.CNN(cnnData.Shape, cnnData.Classes, []int{6}, nn.Tanh), cnnData},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cpu, gpu := stepPair(t, tc.arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, tc.train)
+			cb, gb := cpu.be.(*cpuBackend[float32]), gpu.be.(*cudaBackend)
+			idx := make([]int, 13)
+			for i := range idx {
+				idx[i] = (5 + 17*i) % tc.train.N
+			}
+			clip := kernels.ClipBound[float32](cpu.cfg.Clip)
+			sc, err := cb.clippedSum(tc.train, idx, clip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sg, err := gb.clippedSum(tc.train, idx, clip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.NonFinite != 1 || sg.NonFinite != 1 || sc.Clipped != sg.Clipped || sc.Clipped < 2 {
+				t.Fatalf("stats: CPU %+v, device %+v (want one non-finite example and some clipped)", sc, sg)
+			}
+			for i, w := range cb.reps[0].norm2[:len(idx)] {
+				g := gb.hNorm[i]
+				if math.IsInf(w, 0) || math.IsNaN(w) {
+					if !math.IsInf(g, 0) && !math.IsNaN(g) {
+						t.Fatalf("norm² %d: device %v, CPU %v", i, g, w)
+					}
+					continue
+				}
+				if math.Abs(g-w) > 1e-5*w {
+					t.Fatalf("norm² %d: device %v, CPU %v", i, g, w)
+				}
+			}
+			bufs, lens := gb.sums()
+			for p, want := range cb.sums {
+				got := make([]float64, lens[p])
+				if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
+					t.Fatal(err)
+				}
+				scale := 0.0
+				for _, w := range want {
+					scale = max(scale, math.Abs(w))
+				}
+				for j, w := range want {
+					if math.Abs(got[j]-w) > 1e-5*max(math.Abs(w), 1e-2*scale) {
+						t.Fatalf("clipped sum %d[%d]: device %v, CPU %v", p, j, got[j], w)
+					}
+				}
+				// The same float64 sums on both sides for the noise.
+				if err := cuda.Upload(gb.d, bufs[p], want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := kernels.NoiseKey{Seed: 31, Step: 4}
+			if err := firstErr(cb.addGaussian(0.7, key), gb.addGaussian(0.7, key), cb.addBall(0.3, key), gb.addBall(0.3, key)); err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range cb.sums {
+				got := make([]float64, lens[p])
+				if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
+					t.Fatal(err)
+				}
+				for j, w := range want {
+					if math.Float64bits(got[j]) != math.Float64bits(w) {
+						t.Fatalf("noisy sum %d[%d]: device %v, CPU %v (want the same bits)", p, j, got[j], w)
+					}
+				}
+			}
+			u := cpu.opt.kind.update(&cpu.opt.cfg, 1, 0.1)
+			if err := firstErr(cb.apply(20, u), gb.apply(20, u)); err != nil {
+				t.Fatal(err)
+			}
+			g, err := gb.gradients()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range cb.grads {
+				for j, w := range want {
+					if math.Float32bits(g[p][j]) != math.Float32bits(w) {
+						t.Fatalf("gradient %d[%d]: device %v, CPU %v (want the same bits)", p, j, g[p][j], w)
+					}
+				}
+			}
+		})
 	}
 }

@@ -196,6 +196,23 @@ func selftestMaxRel(got, want []float32) float64 {
 	return worst
 }
 
+// selftestMaxRel64 is selftestMaxRel for float64 vectors.
+func selftestMaxRel64(got, want []float64) float64 {
+	scale := 0.0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(v))
+	}
+	worst := 0.0
+	for i, w := range want {
+		g := got[i]
+		if math.IsNaN(g) != math.IsNaN(w) {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, math.Abs(g-w)/math.Max(math.Max(math.Abs(w), scale*1e-2), 1e-300))
+	}
+	return worst
+}
+
 func selftestF32(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -231,8 +248,8 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	kernels.RowSqNorms(esq, e, b, h)
 	kernels.GhostAccum(norm2, asq, esq, true)
 	kernels.ClipCoefs(coef, norm2, nil, 30)
-	wantW, wantB := make([]float32, din*h), make([]float32, h)
-	kernels.ClippedSum(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h))
+	wantW, wantB := make([]float64, din*h), make([]float64, h)
+	kernels.ClippedSumWide(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h), make([]float64, b*(din+h)))
 	A, err := alloc(b * din * 4)
 	if err != nil {
 		return nil, err
@@ -242,20 +259,20 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	Esq, _ := alloc(b * 8)
 	N2, _ := alloc(b * 8)
 	C, _ := alloc(b * 8)
-	W, _ := alloc(din * h * 4)
-	B, _ := alloc(h * 4)
+	ACC, _ := alloc((din + 1) * h * 8)
+	WA, _ := alloc(b * (din + 1) * 8)
+	WS, _ := alloc(b * h * 8)
 	S, err := alloc(b * h * 4)
 	if err != nil {
 		return nil, err
 	}
 	if err := errors.Join(cuda.Upload(d, A, a), cuda.Upload(d, E, e), d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h),
 		d.Zero(N2, b*8), d.GhostAccum(N2, Asq, Esq, b, true), d.ClipCoefs(C, N2, cuda.Buffer{}, 30, b),
-		d.ClippedSum(W, B, A, E, b, din, h, C, S)); err != nil {
+		d.ClippedSumWide(ACC, A, E, b, din, h, C, S, WA, WS, true)); err != nil {
 		return nil, err
 	}
-	gn2, gc := make([]float64, b), make([]float64, b)
-	gw, gb := make([]float32, din*h), make([]float32, h)
-	if err := errors.Join(cuda.Download(d, gn2, N2), cuda.Download(d, gc, C), cuda.Download(d, gw, W), cuda.Download(d, gb, B)); err != nil {
+	gn2, gc, acc := make([]float64, b), make([]float64, b), make([]float64, (din+1)*h)
+	if err := errors.Join(cuda.Download(d, gn2, N2), cuda.Download(d, gc, C), cuda.Download(d, acc, ACC)); err != nil {
 		return nil, err
 	}
 	rel := func(x, y []float64) float64 {
@@ -267,8 +284,9 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	}
 	add("row_sqnorm+ghost_accum", rel(gn2, norm2), 1e-12)
 	add("clip_coef", rel(gc, coef), 1e-12)
-	add("clipped_sum (cuBLAS)", selftestMaxRel(gw, wantW), 1e-5)
-	add("col_sum (bias)", selftestMaxRel(gb, wantB), 1e-5)
+	// The float64 clipped sums: exact products, so only the order of the float64 sums differs.
+	add("clipped_sum float64 (widen + cuBLAS DGEMM)", selftestMaxRel64(acc[:din*h], wantW), 1e-12)
+	add("clipped_sum float64 (bias)", selftestMaxRel64(acc[din*h:], wantB), 1e-12)
 
 	const n = 1 << 16
 	key := kernels.NoiseKey{Seed: rng.Uint64(), Step: 7, Tensor: 2}
@@ -619,24 +637,26 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		bufs = append(bufs, b)
 		return b
 	}
-	var A, E, W, Bb []cuda.Buffer
+	var A, E, Acc []cuda.Buffer
 	for _, l := range ls {
 		a := alloc(batch * l.in * 4)
 		e := alloc(batch * l.out * 4)
 		if err == nil {
 			err = errors.Join(cuda.Upload(d, a, selftestF32(rng, batch*l.in)), cuda.Upload(d, e, selftestF32(rng, batch*l.out)))
 		}
-		A, E, W, Bb = append(A, a), append(E, e), append(W, alloc(l.in*l.out*4)), append(Bb, alloc(l.out*4))
+		A, E, Acc = append(A, a), append(E, e), append(Acc, alloc((l.in+1)*l.out*8))
 	}
 	asq, esq, n2, c, s := alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*256*4)
+	wa, ws := alloc(batch*(784+1)*8), alloc(batch*256*8)
 	if err != nil {
 		return err
 	}
 	var bytes float64
 	for _, l := range ls {
-		// norms read A and E; the clipped sum reads A, E, writes S, reads S (bias, GEMM), writes W, b;
-		// the noise reads and writes W and b.
-		bytes += 4 * float64(2*batch*l.in+4*batch*l.out+3*(l.in*l.out+l.out))
+		// norms read A and E (float32); the clipped sum reads E, writes S (float32), reads A and S
+		// and writes them widened (float64), which the DGEMM reads, writing the float64 sums;
+		// the noise reads and writes the sums (float64).
+		bytes += 4*float64(2*batch*l.in+4*batch*l.out) + 8*float64(2*batch*(l.in+1)+2*batch*l.out+3*(l.in+1)*l.out)
 	}
 	el, err := d.Elapsed(func() error {
 		for r := range reps {
@@ -652,9 +672,10 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 				return err
 			}
 			for i, l := range ls {
-				if err := errors.Join(d.ClippedSum(W[i], Bb[i], A[i], E[i], batch, l.in, l.out, c, s),
-					d.AddGaussian(W[i], l.in*l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
-					d.AddGaussian(Bb[i], l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
+				nw := l.in * l.out
+				if err := errors.Join(d.ClippedSumWide(Acc[i], A[i], E[i], batch, l.in, l.out, c, s, wa, ws, true),
+					d.AddGaussianF64(Acc[i].Sub(0, nw*8), nw, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
+					d.AddGaussianF64(Acc[i].Sub(nw*8, l.out*8), l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
 					return err
 				}
 			}

@@ -217,8 +217,11 @@ KERNEL void gaussian_f32(float* g, i64 n, double std, const double* stdp, u64 se
 }
 
 /* gaussian_f32 on a double tensor (kernels.AddGaussianAt / FillGaussianAt[float64]): the
-   stream itself, unrounded, so that its every bit can be checked against the CPU. */
-KERNEL void gaussian_f64(double* g, i64 n, double std, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+   stream itself, unrounded, so that its every bit can be checked against the CPU, and the
+   noise of the CUDA backend's step, added to its float64 clipped sums as the CPU adds it to
+   its own; std is *stdp when stdp is not null (ball noise). */
+KERNEL void gaussian_f64(double* g, i64 n, double std, const double* stdp, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+	if (stdp) std = *stdp;
 	GSTRIDE_LOOP(b, window_blocks(n, off)) {
 		u64 j = (off >> 1) + (u64)b;
 		double z[2];
@@ -630,6 +633,35 @@ KERNEL void coef_sum_f32(double* acc, float* w, float* bias, const float* g, con
 			w[j] = (float)a;
 		} else {
 			bias[j - nw] = (float)a;
+		}
+	}
+}
+
+/* The float64 operands of a dense layer's clipped sum (kernels.ClippedSumWide): out row i
+   (cols + ones values) ← the float32 row i of a widened exactly, 0 where c is given and
+   c[i] = 0 (a dropped row, which may hold NaN, must not reach the GEMM), then, with ones, a
+   last column of 1 (the bias: 1ᵀ·diag(c)·E comes out of the same GEMM as Aᵀ·diag(c)·E). */
+KERNEL void widen_rows_f32(double* out, const float* a, int rows, int cols, const double* c, int ones) {
+	i64 w = (i64)cols + (ones ? 1 : 0);
+	GSTRIDE_LOOP(t, (i64)rows * w) {
+		i64 i = t / w, j = t % w;
+		if (j == cols) {
+			out[t] = 1.0;
+		} else {
+			out[t] = (c && c[i] == 0) ? 0.0 : (double)a[i * cols + j];
+		}
+	}
+}
+
+/* The step's gradient from its noisy float64 sums (engine cpuBackend.apply): w[j] ←
+   float(acc[j]·inv) for j < nw, bias[j − nw] for nw ≤ j < n. */
+KERNEL void round_scale_f64(float* w, float* bias, const double* acc, int n, int nw, double inv) {
+	GSTRIDE_LOOP(j, n) {
+		float v = (float)(acc[j] * inv);
+		if (j < nw) {
+			w[j] = v;
+		} else {
+			bias[j - nw] = v;
 		}
 	}
 }

@@ -136,7 +136,7 @@ static long env_long(const char* k) {
 static int bad_pointer;
 
 static void k_gaussian_f32(void** params) { CHK(0) CHK(3) gaussian_f32(P(0, float*), P(1, i64), P(2, double), P(3, const double*), P(4, u64), P(5, u64), P(6, u32), P(7, u64), P(8, int)); }
-static void k_gaussian_f64(void** params) { CHK(0) gaussian_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64), P(7, int)); }
+static void k_gaussian_f64(void** params) { CHK(0) CHK(3) gaussian_f64(P(0, double*), P(1, i64), P(2, double), P(3, const double*), P(4, u64), P(5, u64), P(6, u32), P(7, u64), P(8, int)); }
 static void k_laplace_f64(void** params) { CHK(0) laplace_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_laplace_f32(void** params) { CHK(0) laplace_f32(P(0, float*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_ball_lanes(void** params) { CHK(0) ball_lanes(P(0, double*), P(1, i64), P(2, u64), P(3, u64), P(4, u32)); }
@@ -163,6 +163,8 @@ static void k_maxpool_bwd_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_bwd_
 static void k_example_col_sum_f32(void** params) { CHK(0) CHK(1) example_col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, i64)); }
 static void k_add_f64(void** params) { CHK(0) CHK(1) add_f64(P(0, double*), P(1, const double*), P(2, int)); }
 static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) coef_sum_f32(P(0, double*), P(1, float*), P(2, float*), P(3, const float*), P(4, const double*), P(5, int), P(6, int), P(7, int), P(8, int)); }
+static void k_widen_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) widen_rows_f32(P(0, double*), P(1, const float*), P(2, int), P(3, int), P(4, const double*), P(5, int)); }
+static void k_round_scale_f64(void** params) { CHK(0) CHK(1) CHK(2) round_scale_f64(P(0, float*), P(1, float*), P(2, const double*), P(3, int), P(4, int), P(5, double)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -181,7 +183,8 @@ static const kdesc KERNELS[] = {
 	{"im2col_f32", k_im2col_f32, 0, 0}, {"col2im_f32", k_col2im_f32, 0, 0},
 	{"maxpool_f32", k_maxpool_f32, 0, 0}, {"maxpool_bwd_f32", k_maxpool_bwd_f32, 0, 0},
 	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
-	{"coef_sum_f32", k_coef_sum_f32, 0, 0},
+	{"coef_sum_f32", k_coef_sum_f32, 0, 0}, {"widen_rows_f32", k_widen_rows_f32, 0, 0},
+	{"round_scale_f64", k_round_scale_f64, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -414,6 +417,30 @@ int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* al
 	int st = sgemm_check(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
 	if (st != 0 || m == 0 || n == 0) return st;
 	sgemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+	return 0;
+}
+/* Column-major C = alpha·op(A)·op(B) + beta·C in double (C not read when beta = 0). */
+int cublasDgemm_v2(void* h, int ta, int tb, int m, int n, int k, const double* alpha, const double* A, int lda,
+                   const double* B, int ldb, const double* beta, double* C, int ldc) {
+	if (h != &blas_magic) return 1;
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 8)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 8) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 8))) return 14;
+	for (int j = 0; j < n; j++) {
+		for (int i = 0; i < m; i++) {
+			double acc = 0;
+			for (int l = 0; l < k; l++) {
+				double a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
+				double b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
+				acc += a * b;
+			}
+			double* c = &C[i + (size_t)j * ldc];
+			*c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;
+		}
+	}
 	return 0;
 }
 /* batch GEMMs, the q-th on A + q·strideA, B + q·strideB, C + q·strideC (elements), each
