@@ -603,6 +603,51 @@ func (d *Device) Dgemm(tA, tB bool, m, n, k int, alpha float64, a Buffer, lda in
 	if m == 0 || n == 0 {
 		return nil
 	}
+	if err := gemmOperands("Dgemm", tA, tB, m, n, k, a, lda, 8, b, ldb, 8, c, ldc, 8); err != nil {
+		return err
+	}
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.dgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
+		return d.checkBLAS("cublasDgemm_v2", st)
+	})
+}
+
+// cuBLAS and CUDA enumerations of GemmBF16's cublasGemmEx call.
+const (
+	cudaR32F       = 0  // CUDA_R_32F
+	cudaR16BF      = 14 // CUDA_R_16BF
+	cublasCompute  = 68 // CUBLAS_COMPUTE_32F: fp32 accumulation
+	cublasGemmAuto = -1 // CUBLAS_GEMM_DEFAULT
+)
+
+// GemmBF16 is Sgemm with bfloat16 operands a and b (2 bytes a value, ToBF16 makes them) and a
+// float32 c, accumulated in float32 (cublasGemmEx, CUBLAS_COMPUTE_32F): the GEMMs of
+// --precision bf16. Each product of two bf16 values is exact in float32, so against the
+// float32 GEMM of the unrounded operands each entry of c differs by at most
+// (2u + u²)·Σ|aᵢ||bᵢ| from the operands' rounding, u = 2⁻⁸, plus float32 summation error.
+func (d *Device) GemmBF16(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda int, b Buffer, ldb int, beta float32, c Buffer, ldc int) error {
+	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return fmt.Errorf("%w: GemmBF16 dimensions m=%d n=%d k=%d out of range", ErrBLAS, m, n, k)
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	if err := gemmOperands("GemmBF16", tA, tB, m, n, k, a, lda, 2, b, ldb, 2, c, ldc, 4); err != nil {
+		return err
+	}
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.gemmEx(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, cudaR16BF, int32(ldb), a.ptr, cudaR16BF, int32(lda),
+			&be, c.ptr, cudaR32F, int32(ldc), cublasCompute, cublasGemmAuto)
+		return d.checkBLAS("cublasGemmEx", st)
+	})
+}
+
+// gemmOperands checks that the row-major operands of a GEMM (op(A) m×k, op(B) k×n, C m×n,
+// elements of asz, bsz and csz bytes) lie within their buffers and that the leading
+// dimensions cover their columns.
+func gemmOperands(name string, tA, tB bool, m, n, k int, a Buffer, lda, asz int, b Buffer, ldb, bsz int, c Buffer, ldc, csz int) error {
 	ar, ac, br, bc := m, k, k, n
 	if tA {
 		ar, ac = k, m
@@ -617,16 +662,9 @@ func (d *Device) Dgemm(tA, tB bool, m, n, k int, alpha float64, a Buffer, lda in
 		return (rows-1)*ld + cols
 	}
 	if lda < ac || ldb < bc || ldc < n {
-		return fmt.Errorf("%w: Dgemm leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, lda, ldb, ldc, ac, bc, n)
+		return fmt.Errorf("%w: %s leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, name, lda, ldb, ldc, ac, bc, n)
 	}
-	if err := firstErr(fits("Dgemm a", a, span(ar, ac, lda), 8), fits("Dgemm b", b, span(br, bc, ldb), 8), fits("Dgemm c", c, span(m, n, ldc), 8)); err != nil {
-		return err
-	}
-	return d.do(func() error {
-		al, be := alpha, beta
-		st := d.blas.dgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
-		return d.checkBLAS("cublasDgemm_v2", st)
-	})
+	return firstErr(fits(name+" a", a, span(ar, ac, lda), asz), fits(name+" b", b, span(br, bc, ldb), bsz), fits(name+" c", c, span(m, n, ldc), csz))
 }
 
 // blasOp is cuBLAS's operation code: 1 (CUBLAS_OP_T) to transpose, else 0 (CUBLAS_OP_N).

@@ -164,6 +164,15 @@ func (d *Device) RoundScale(w, bias, acc Buffer, nw, nb int, inv float64) error 
 	return d.Launch("round_scale_f64", Grid(int64(nw+nb)), w, bias, acc, int32(nw+nb), int32(nw), inv)
 }
 
+// ToBF16 sets the bfloat16 out[k] (2 bytes each) to the float32 x[k] rounded to nearest, ties
+// to even (NaN stays NaN), k < n: GemmBF16's operands.
+func (d *Device) ToBF16(out, x Buffer, n int) error {
+	if err := firstErr(fits("ToBF16 out", out, n, 2), fits("ToBF16 x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("to_bf16", Grid(int64(n)), out, x, int64(n))
+}
+
 func checkStream(n int, offset uint64) error {
 	if offset > MaxStreamLen || uint64(n) > MaxStreamLen-offset {
 		return fmt.Errorf("cuda: noise window [%d, %d) exceeds MaxStreamLen = 2³³", offset, offset+uint64(n))

@@ -25,6 +25,7 @@ type cudaLayer struct {
 	vw, vb  cuda.Buffer // Adam second moment
 	z, h, e cuda.Buffer // pre-activation, activation, error (phys·rows rows)
 	conv    *cudaConv
+	wh      cuda.Buffer // the weights in bfloat16 (--precision bf16), converted at each forward pass
 }
 
 // cudaConv is a convolution layer's own device memory and geometry (nn.ConvLayout), in
@@ -68,6 +69,7 @@ type cudaBackend struct {
 	name   string
 	phys   int
 	tanh   bool
+	bf16   bool // the forward and backward GEMMs in bfloat16 (PrecisionBF16)
 	params *nn.Params // the host mirror, float32
 	opt    *optimizer[float32]
 
@@ -86,6 +88,7 @@ type cudaBackend struct {
 	scratch cuda.Buffer
 	wideA   cuda.Buffer // a dense layer's input widened to float64, phys × (in+1)
 	wideS   cuda.Buffer // its scaled errors widened to float64, phys × out
+	half    cuda.Buffer // a GEMM's activation or error operand in bfloat16 (bf16 only)
 	flag    cuda.Buffer
 	owned   []cuda.Buffer
 
@@ -138,7 +141,8 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 	if err != nil {
 		return nil, err
 	}
-	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, params: params, opt: opt}
+	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, bf16: cfg.Precision == PrecisionBF16,
+		params: params, opt: opt}
 	if err := b.setup(shapes, convs, train); err != nil {
 		b.close()
 		return nil, err
@@ -179,6 +183,13 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 	}
 	b.scratch = a(p * maxOut * 4)
 	b.wideA, b.wideS = a(p*(maxIn+1)*8), a(p*maxOut*8)
+	if b.bf16 {
+		maxOp := 0
+		for _, s := range shapes {
+			maxOp = max(maxOp, p*s.Positions*max(s.In, s.Out))
+		}
+		b.half = a(maxOp * 2)
+	}
 	moments := b.opt.kind.moments
 	for li, s := range shapes {
 		l := &cudaLayer{in: s.In, out: s.Out, rows: s.Positions}
@@ -186,6 +197,9 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 		l.w, l.b = a(s.In*s.Out*4), a(s.Out*4)
 		l.gw, l.gb = a(s.In*s.Out*4), a(s.Out*4)
 		l.acc = a((s.In + 1) * s.Out * 8)
+		if b.bf16 {
+			l.wh = a(s.In * s.Out * 2)
+		}
 		l.z, l.h, l.e = a(rows*s.Out*4), a(rows*s.Out*4), a(rows*s.Out*4)
 		if moments >= 1 {
 			l.mw, l.mb = a(s.In*s.Out*4), a(s.Out*4)
@@ -362,7 +376,7 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			}
 			a = cv.a
 		}
-		if err := firstErr(d.Sgemm(false, false, rows, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
+		if err := firstErr(b.gemmForward(l, a, rows), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
 			return err
 		}
 		if li == last {
@@ -385,11 +399,10 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	for li := last; li > 0; li-- {
 		l, prev := b.layers[li], b.layers[li-1]
 		if cv := l.conv; cv != nil {
-			if err := firstErr(d.Sgemm(false, true, p*l.rows, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, cv.dpatch, l.in),
-				d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
+			if err := firstErr(b.gemmBackward(l, cv.dpatch), d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
 				return err
 			}
-		} else if err := d.Sgemm(false, true, p, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, prev.outErr(), l.in); err != nil {
+		} else if err := b.gemmBackward(l, prev.outErr()); err != nil {
 			return err
 		}
 		if cv := prev.conv; cv != nil && cv.pool.K > 0 {
@@ -437,6 +450,28 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 		}
 	}
 	return nil
+}
+
+// gemmForward sets l.z = A·W for the rows×in activation a (bias not added): in float32, or
+// with bf16 from a and W rounded to bfloat16, accumulated in float32 (the weights' bf16 copy
+// kept for the backward pass).
+func (b *cudaBackend) gemmForward(l *cudaLayer, a cuda.Buffer, rows int) error {
+	d := b.d
+	if !b.bf16 {
+		return d.Sgemm(false, false, rows, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out)
+	}
+	return firstErr(d.ToBF16(l.wh, l.w, l.in*l.out), d.ToBF16(b.half, a, rows*l.in),
+		d.GemmBF16(false, false, rows, l.out, l.in, 1, b.half, l.in, l.wh, l.out, 0, l.z, l.out))
+}
+
+// gemmBackward sets dst = E·Wᵀ, the error at layer l's input (rows·positions × in), from its
+// error l.e: in float32, or with bf16 from E and the forward pass's bf16 weights.
+func (b *cudaBackend) gemmBackward(l *cudaLayer, dst cuda.Buffer) error {
+	d, rows := b.d, b.phys*l.rows
+	if !b.bf16 {
+		return d.Sgemm(false, true, rows, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, dst, l.in)
+	}
+	return firstErr(d.ToBF16(b.half, l.e, rows*l.out), d.GemmBF16(false, true, rows, l.in, l.out, 1, b.half, l.out, l.wh, l.out, 0, dst, l.in))
 }
 
 // input is the activation buffer feeding layer li: the batch for the first layer (a

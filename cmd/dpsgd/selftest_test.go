@@ -140,26 +140,26 @@ func TestSelftestNoGPUIsUsageError(t *testing.T) {
 func TestDeviceResolve(t *testing.T) {
 	t.Setenv(cuda.EnvLibCUDA, "/nonexistent/libcuda.so.1")
 	var e strings.Builder
-	use, err := deviceResolve("auto", &e)
+	use, err := deviceResolve("auto", cuda.Options{}, "", &e)
 	if use || err != nil || !strings.Contains(e.String(), "running on the CPU") || strings.Count(e.String(), "\n") != 1 {
 		t.Fatalf("auto without a GPU: %v %v %q", use, err, e.String())
 	}
-	if _, err := deviceResolve("cuda", &e); err == nil {
+	if _, err := deviceResolve("cuda", cuda.Options{}, "", &e); err == nil {
 		t.Fatal("--device cuda without a GPU accepted")
 	} else if _, ok := err.(usageError); !ok {
 		t.Fatalf("--device cuda: %T %v, want a usage error", err, err)
 	}
 	e.Reset()
-	if use, err := deviceResolve("cpu", &e); use || err != nil || e.Len() != 0 {
+	if use, err := deviceResolve("cpu", cuda.Options{}, "", &e); use || err != nil || e.Len() != 0 {
 		t.Fatalf("cpu: %v %v %q", use, err, e.String())
 	}
-	if _, err := deviceResolve("tpu", &e); err == nil {
+	if _, err := deviceResolve("tpu", cuda.Options{}, "", &e); err == nil {
 		t.Fatal("--device tpu accepted")
 	}
 	selftestFake(t)
 	for _, name := range []string{"auto", "cuda"} {
 		e.Reset()
-		if use, err := deviceResolve(name, &e); !use || err != nil || e.Len() != 0 {
+		if use, err := deviceResolve(name, cuda.Options{}, "", &e); !use || err != nil || e.Len() != 0 {
 			t.Fatalf("%s with the fake GPU: %v %v %q", name, use, err, e.String())
 		}
 	}

@@ -637,6 +637,25 @@ KERNEL void coef_sum_f32(double* acc, float* w, float* bias, const float* g, con
 	}
 }
 
+/* ---------------- mixed precision ---------------- */
+
+/* out[k] ← x[k] rounded to bfloat16 (the upper 16 bits of the float32 after rounding to
+   nearest, ties to even; overflow to ±Inf; a NaN stays a quiet NaN), the operands of the
+   bf16 GEMMs (cublasGemmEx, fp32 accumulation) of --precision bf16. */
+KERNEL void to_bf16(unsigned short* out, const float* x, i64 n) {
+	GSTRIDE_LOOP(k, n) {
+		union { float f; u32 u; } v;
+		v.f = x[k];
+		u32 u = v.u;
+		if ((u & 0x7fffffffu) > 0x7f800000u) {
+			out[k] = (unsigned short)((u >> 16) | 0x40u);
+		} else {
+			u += 0x7fffu + ((u >> 16) & 1u);
+			out[k] = (unsigned short)(u >> 16);
+		}
+	}
+}
+
 /* The float64 operands of a dense layer's clipped sum (kernels.ClippedSumWide): out row i
    (cols + ones values) ← the float32 row i of a widened exactly, 0 where c is given and
    c[i] = 0 (a dropped row, which may hold NaN, must not reach the GEMM), then, with ones, a

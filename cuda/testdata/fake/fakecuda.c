@@ -19,7 +19,8 @@
      FAKECUDA_OOM_AT=N        the N-th and later cuMemAlloc fail with CUDA_ERROR_OUT_OF_MEMORY
      FAKECUDA_MODULE_FAIL=1   cuModuleLoadData fails with CUDA_ERROR_INVALID_PTX
      FAKECUDA_LAUNCH_FAIL=N   the N-th and later cuLaunchKernel fail with CUDA_ERROR_LAUNCH_FAILED
-     FAKECUDA_HANG_SYNC=1     cuStreamSynchronize never returns (tests the request deadline)
+     FAKECUDA_HANG_SYNC=N     the N-th and later cuStreamSynchronize never return (tests the request deadline)
+     FAKECUDA_HANG_INIT=1     cuInit never returns (a driver that hangs while the device opens)
 */
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* _longjmp between fiber stacks: no __longjmp_chk */
@@ -165,6 +166,7 @@ static void k_add_f64(void** params) { CHK(0) CHK(1) add_f64(P(0, double*), P(1,
 static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) coef_sum_f32(P(0, double*), P(1, float*), P(2, float*), P(3, const float*), P(4, const double*), P(5, int), P(6, int), P(7, int), P(8, int)); }
 static void k_widen_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) widen_rows_f32(P(0, double*), P(1, const float*), P(2, int), P(3, int), P(4, const double*), P(5, int)); }
 static void k_round_scale_f64(void** params) { CHK(0) CHK(1) CHK(2) round_scale_f64(P(0, float*), P(1, float*), P(2, const double*), P(3, int), P(4, int), P(5, double)); }
+static void k_to_bf16(void** params) { CHK(0) CHK(1) to_bf16(P(0, unsigned short*), P(1, const float*), P(2, i64)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -184,7 +186,7 @@ static const kdesc KERNELS[] = {
 	{"maxpool_f32", k_maxpool_f32, 0, 0}, {"maxpool_bwd_f32", k_maxpool_bwd_f32, 0, 0},
 	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
 	{"coef_sum_f32", k_coef_sum_f32, 0, 0}, {"widen_rows_f32", k_widen_rows_f32, 0, 0},
-	{"round_scale_f64", k_round_scale_f64, 0, 0},
+	{"round_scale_f64", k_round_scale_f64, 0, 0}, {"to_bf16", k_to_bf16, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -201,6 +203,7 @@ static double event_time[64];
 
 CUresult cuInit(unsigned flags) {
 	if (flags != 0) return 1;
+	if (env_long("FAKECUDA_HANG_INIT")) for (;;) sleep(3600);
 	if (env_long("FAKECUDA_NO_DEVICE")) return 100;
 	initialized = 1;
 	return 0;
@@ -322,8 +325,11 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 CUresult cuStreamCreate(void** s, unsigned flags) { (void)flags; *s = (void*)&stream_magic; return 0; }
 CUresult cuStreamDestroy_v2(void* s) { return s == (void*)&stream_magic ? 0 : 400; }
+static long sync_calls;
 CUresult cuStreamSynchronize(void* s) {
-	if (env_long("FAKECUDA_HANG_SYNC")) for (;;) sleep(3600);
+	sync_calls++;
+	long hang = env_long("FAKECUDA_HANG_SYNC");
+	if (hang > 0 && sync_calls >= hang) for (;;) sleep(3600);
 	return valid_stream(s) ? 0 : 400;
 }
 static double now_ms(void) {
@@ -439,6 +445,38 @@ int cublasDgemm_v2(void* h, int ta, int tb, int m, int n, int k, const double* a
 			}
 			double* c = &C[i + (size_t)j * ldc];
 			*c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;
+		}
+	}
+	return 0;
+}
+/* cublasGemmEx for the one case dpsgd uses: A and B bfloat16 (CUDA_R_16BF = 14), C float
+   (CUDA_R_32F = 0), compute CUBLAS_COMPUTE_32F (68): each bf16 value widened exactly to
+   float, the products (exact in float: 8-bit significands) accumulated in float, as tensor
+   cores do with fp32 accumulation. Any other type combination is CUBLAS_STATUS_NOT_SUPPORTED
+   (15). */
+static float bf16f(uint16_t h) { union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f; }
+int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int Atype, int lda,
+                 const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype, int ldc, int computeType, int algo) {
+	if (h != &blas_magic) return 1;
+	if (Atype != 14 || Btype != 14 || Ctype != 0 || computeType != 68 || algo != -1) return 15;
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 2) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 2))) return 14;
+	const uint16_t *a16 = A, *b16 = B;
+	float al = *(const float*)alpha, be = *(const float*)beta, *c32 = C;
+	for (int j = 0; j < n; j++) {
+		for (int i = 0; i < m; i++) {
+			float acc = 0;
+			for (int l = 0; l < k; l++) {
+				float a = bf16f(ta ? a16[l + (size_t)i * lda] : a16[i + (size_t)l * lda]);
+				float b = bf16f(tb ? b16[j + (size_t)l * ldb] : b16[l + (size_t)j * ldb]);
+				acc += a * b;
+			}
+			float* c = &c32[i + (size_t)j * ldc];
+			*c = be == 0 ? al * acc : al * acc + be * *c;
 		}
 	}
 	return 0;
