@@ -69,7 +69,7 @@ type cudaBackend struct {
 	name   string
 	phys   int
 	tanh   bool
-	bf16   bool // the forward and backward GEMMs in bfloat16 (PrecisionBF16)
+	bf16   bool       // the forward and backward GEMMs in bfloat16 (PrecisionBF16)
 	params *nn.Params // the host mirror, float32
 	opt    *optimizer[float32]
 
