@@ -459,37 +459,36 @@ func (d *Device) TrimPool() error {
 func sliceBytes[T any](s []T) int { var z T; return len(s) * int(unsafe.Sizeof(z)) }
 
 // Upload copies src into dst (from its start). It fails if src is larger than dst.
-func Upload[T any](d *Device, dst Buffer, src []T) error {
-	n := sliceBytes(src)
-	if n > dst.bytes {
-		return fmt.Errorf("cuda: Upload of %d bytes into a %d-byte buffer", n, dst.bytes)
-	}
-	if n == 0 {
-		return nil
-	}
-	return d.do(func() error {
-		err := d.check("cuMemcpyHtoDAsync_v2", d.drv.memcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), uint64(n), d.stream), ErrLaunch)
-		runtime.KeepAlive(src)
-		return err
-	})
-}
+func Upload[T any](d *Device, dst Buffer, src []T) error { return transfer(d, dst, src, true) }
 
 // Download copies the start of src into dst and waits for it (and all earlier work).
-func Download[T any](d *Device, dst []T, src Buffer) error {
-	n := sliceBytes(dst)
-	if n > src.bytes {
-		return fmt.Errorf("cuda: Download of %d bytes from a %d-byte buffer", n, src.bytes)
+func Download[T any](d *Device, dst []T, src Buffer) error { return transfer(d, src, dst, false) }
+
+// transfer copies between host and the start of buf, host → buf when up (queued on the
+// stream), else buf → host, then waiting for the stream, so that host holds the values on
+// return. It fails if host is larger than buf.
+func transfer[T any](d *Device, buf Buffer, host []T, up bool) error {
+	n := sliceBytes(host)
+	op, dir := "cuMemcpyDtoHAsync_v2", "Download of %d bytes from a %d-byte buffer"
+	if up {
+		op, dir = "cuMemcpyHtoDAsync_v2", "Upload of %d bytes into a %d-byte buffer"
+	}
+	if n > buf.bytes {
+		return fmt.Errorf("cuda: "+dir, n, buf.bytes)
 	}
 	if n == 0 {
 		return nil
 	}
 	return d.do(func() error {
-		if err := d.check("cuMemcpyDtoHAsync_v2", d.drv.memcpyDtoHAsync(unsafe.Pointer(&dst[0]), src.ptr, uint64(n), d.stream), ErrLaunch); err != nil {
+		defer runtime.KeepAlive(host)
+		p := unsafe.Pointer(&host[0])
+		if up {
+			return d.check(op, d.drv.memcpyHtoDAsync(buf.ptr, p, uint64(n), d.stream), ErrLaunch)
+		}
+		if err := d.check(op, d.drv.memcpyDtoHAsync(p, buf.ptr, uint64(n), d.stream), ErrLaunch); err != nil {
 			return err
 		}
-		err := d.check("cuStreamSynchronize", d.drv.streamSynchronize(d.stream), ErrLaunch)
-		runtime.KeepAlive(dst)
-		return err
+		return d.check("cuStreamSynchronize", d.drv.streamSynchronize(d.stream), ErrLaunch)
 	})
 }
 
@@ -597,13 +596,7 @@ func (d *Device) Sgemm(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda in
 // Dgemm is Sgemm in float64 (cublasDgemm_v2), for the clipped sums, which the step keeps in
 // float64 as the CPU does (docs/design.md step 5). Each operand must lie within its buffer.
 func (d *Device) Dgemm(tA, tB bool, m, n, k int, alpha float64, a Buffer, lda int, b Buffer, ldb int, beta float64, c Buffer, ldc int) error {
-	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
-		return fmt.Errorf("%w: Dgemm dimensions m=%d n=%d k=%d out of range", ErrBLAS, m, n, k)
-	}
-	if m == 0 || n == 0 {
-		return nil
-	}
-	if err := gemmOperands("Dgemm", tA, tB, m, n, k, a, lda, 8, b, ldb, 8, c, ldc, 8); err != nil {
+	if empty, err := gemmOperands("Dgemm", tA, tB, m, n, k, a, lda, 8, b, ldb, 8, c, ldc, 8); empty || err != nil {
 		return err
 	}
 	return d.do(func() error {
@@ -627,13 +620,7 @@ const (
 // float32 GEMM of the unrounded operands each entry of c differs by at most
 // (2u + u²)·Σ|aᵢ||bᵢ| from the operands' rounding, u = 2⁻⁸, plus float32 summation error.
 func (d *Device) GemmBF16(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda int, b Buffer, ldb int, beta float32, c Buffer, ldc int) error {
-	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
-		return fmt.Errorf("%w: GemmBF16 dimensions m=%d n=%d k=%d out of range", ErrBLAS, m, n, k)
-	}
-	if m == 0 || n == 0 {
-		return nil
-	}
-	if err := gemmOperands("GemmBF16", tA, tB, m, n, k, a, lda, 2, b, ldb, 2, c, ldc, 4); err != nil {
+	if empty, err := gemmOperands("GemmBF16", tA, tB, m, n, k, a, lda, 2, b, ldb, 2, c, ldc, 4); empty || err != nil {
 		return err
 	}
 	return d.do(func() error {
@@ -644,10 +631,17 @@ func (d *Device) GemmBF16(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda
 	})
 }
 
-// gemmOperands checks that the row-major operands of a GEMM (op(A) m×k, op(B) k×n, C m×n,
-// elements of asz, bsz and csz bytes) lie within their buffers and that the leading
-// dimensions cover their columns.
-func gemmOperands(name string, tA, tB bool, m, n, k int, a Buffer, lda, asz int, b Buffer, ldb, bsz int, c Buffer, ldc, csz int) error {
+// gemmOperands checks a GEMM's dimensions (each in int32), that its row-major operands
+// (op(A) m×k, op(B) k×n, C m×n, elements of asz, bsz and csz bytes) lie within their buffers
+// and that the leading dimensions cover their columns; empty reports a GEMM with nothing to
+// compute (m or n is 0).
+func gemmOperands(name string, tA, tB bool, m, n, k int, a Buffer, lda, asz int, b Buffer, ldb, bsz int, c Buffer, ldc, csz int) (empty bool, err error) {
+	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return false, fmt.Errorf("%w: %s dimensions m=%d n=%d k=%d out of range", ErrBLAS, name, m, n, k)
+	}
+	if m == 0 || n == 0 {
+		return true, nil
+	}
 	ar, ac, br, bc := m, k, k, n
 	if tA {
 		ar, ac = k, m
@@ -662,9 +656,9 @@ func gemmOperands(name string, tA, tB bool, m, n, k int, a Buffer, lda, asz int,
 		return (rows-1)*ld + cols
 	}
 	if lda < ac || ldb < bc || ldc < n {
-		return fmt.Errorf("%w: %s leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, name, lda, ldb, ldc, ac, bc, n)
+		return false, fmt.Errorf("%w: %s leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, name, lda, ldb, ldc, ac, bc, n)
 	}
-	return firstErr(fits(name+" a", a, span(ar, ac, lda), asz), fits(name+" b", b, span(br, bc, ldb), bsz), fits(name+" c", c, span(m, n, ldc), csz))
+	return false, firstErr(fits(name+" a", a, span(ar, ac, lda), asz), fits(name+" b", b, span(br, bc, ldb), bsz), fits(name+" c", c, span(m, n, ldc), csz))
 }
 
 // blasOp is cuBLAS's operation code: 1 (CUBLAS_OP_T) to transpose, else 0 (CUBLAS_OP_N).

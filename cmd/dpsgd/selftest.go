@@ -473,8 +473,8 @@ func selftestConv(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, 
 		if err != nil {
 			return nil, err
 		}
-		bias := cuda.Buffer{}
-		if bias, err = alloc(h * 4); err != nil {
+		bias, err := alloc(h * 4)
+		if err != nil {
 			return nil, err
 		}
 		if err := errors.Join(cuda.Upload(d, C, coef), d.CoefSum(ACC, W, bias, G, C, b, cols, h, true)); err != nil {
