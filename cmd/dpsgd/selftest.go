@@ -23,7 +23,8 @@ import (
 const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
 CUDA kernel against the CPU backend on random inputs (dense and convolution layers: float32 within 1e-5
 relative, data movements bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
---draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
+--draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
+device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
 
 Usage: dpsgd selftest [flags]`
@@ -62,23 +63,28 @@ type selftestResult struct {
 	ClipNoiseGB *float64        `json:"clip_noise_gb_per_s"`
 	ClipNoiseMs *float64        `json:"clip_noise_ms"`
 	NoiseGS     *float64        `json:"noise_gsamples_per_s"`
-	DPStepMs    *float64        `json:"dp_step_ms"`
-	PlainStepMs *float64        `json:"nonprivate_step_ms"`
-	Ratio       *float64        `json:"dp_over_nonprivate"`
-	Batch       int             `json:"batch"`
-	OK          bool            `json:"ok"`
+	// CopyGB is the device's copy bandwidth (cuMemcpyDtoD, bytes read plus written), measured
+	// in the same run, and ClipNoiseOfCopy the clip+noise bandwidth as a fraction of it.
+	CopyGB          *float64 `json:"copy_gb_per_s"`
+	ClipNoiseOfCopy *float64 `json:"clip_noise_over_copy"`
+	DPStepMs        *float64 `json:"dp_step_ms"`
+	PlainStepMs     *float64 `json:"nonprivate_step_ms"`
+	Ratio           *float64 `json:"dp_over_nonprivate"`
+	Batch           int      `json:"batch"`
+	OK              bool     `json:"ok"`
 }
 
 // cmdSelftest runs `dpsgd selftest`: exit 0 when every check passes, 1 when one fails, 2 for
 // a usage error or no usable GPU.
 func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("selftest")
-	draws, batch, reps := 1_000_000, 256, 5
+	draws, batch, reps, copyMiB := 1_000_000, 256, 5, 256
 	asJSON, bench := false, true
 	ptxFile := ""
 	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (default 1000000; 10^8 on a real GPU)")
 	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark (default 256)")
 	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark (default 5)")
+	fs.Var(countFlag{&copyMiB, 1}, "copy-mib", "MiB copied device to device to measure the copy bandwidth (default 256)")
 	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks (--bench=false: the checks only)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fs.StringVar(&ptxFile, "ptx", "", "load the kernels from this PTX file (e.g. an nvcc build by make ptx) instead of the embedded one")
@@ -125,7 +131,7 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		res.OK = res.OK && c.OK
 	}
 	if bench {
-		if err := selftestBench(d, batch, reps, &res); err != nil {
+		if err := selftestBench(d, batch, reps, copyMiB, &res); err != nil {
 			return err
 		}
 	}
@@ -147,8 +153,9 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stdout, "noise over %d draws: mean %s std %s kurtosis %s  %s\n", draws, selftestFmt(res.Mean), selftestFmt(res.Std), selftestFmt(res.Kurtosis), map[bool]string{true: "ok", false: "FAIL"}[res.NoiseOK])
 		if bench {
-			fmt.Fprintf(stdout, "clip+noise (batch %d, MLP 784-256-10): %s ms, %s GB/s; noise %s G samples/s; DP step %s ms vs non-private %s ms (ratio %s)\n",
-				batch, selftestFmt(res.ClipNoiseMs), selftestFmt(res.ClipNoiseGB), selftestFmt(res.NoiseGS), selftestFmt(res.DPStepMs), selftestFmt(res.PlainStepMs), selftestFmt(res.Ratio))
+			fmt.Fprintf(stdout, "clip+noise (batch %d, MLP 784-256-10): %s ms, %s GB/s (%s of the copy bandwidth, %s GB/s); noise %s G samples/s; DP step %s ms vs non-private %s ms (ratio %s)\n",
+				batch, selftestFmt(res.ClipNoiseMs), selftestFmt(res.ClipNoiseGB), selftestFmt(res.ClipNoiseOfCopy), selftestFmt(res.CopyGB),
+				selftestFmt(res.NoiseGS), selftestFmt(res.DPStepMs), selftestFmt(res.PlainStepMs), selftestFmt(res.Ratio))
 		}
 	}
 	if !res.OK {
@@ -570,7 +577,7 @@ func selftestMoments(ctx context.Context, d *cuda.Device, draws int) (mean, std,
 // selftestBench times, on an MLP 784-256-10 at the given batch: the clip+noise part (ghost
 // norms of both layers, clip coefficients, clipped sums, Gaussian noise) with CUDA events and
 // its bytes; noise generation (min(2²⁴, max(draws, 2¹⁶)) normals); the whole DP step against the non-private step.
-func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
+func selftestBench(d *cuda.Device, batch, reps, copyMiB int, res *selftestResult) error {
 	arch := nn.MLP([]int{784}, 10, []int{256}, nn.ReLU)
 	ds := &datasets.Dataset{Name: "bench", N: 4 * batch, D: 784, Classes: 10, X: make([]float32, 4*batch*784), Y: make([]int, 4*batch), Shape: []int{784}}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -706,5 +713,28 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		return err
 	}
 	res.NoiseGS = num(float64(nn24) * float64(reps) / el.Seconds() / 1e9)
+
+	// The copy bandwidth: copyMiB MiB from one buffer to another, reps times.
+	size := copyMiB << 20
+	src, dst := alloc(size), alloc(size)
+	if err != nil {
+		return err
+	}
+	if err := d.Zero(src, size); err != nil {
+		return err
+	}
+	el, err = d.Elapsed(func() error {
+		for range reps {
+			if err := d.Copy(dst, src, size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.CopyGB = num(2 * float64(size) * float64(reps) / el.Seconds() / 1e9)
+	res.ClipNoiseOfCopy = num(*res.ClipNoiseGB / *res.CopyGB)
 	return nil
 }

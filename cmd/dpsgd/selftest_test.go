@@ -38,7 +38,7 @@ var (
 func TestSelftestFake(t *testing.T) {
 	selftestFake(t)
 	var o, e strings.Builder
-	err := cmdSelftest(t.Context(), []string{"--draws", "200000", "--batch", "16", "--reps", "1", "--json"}, &o, &e)
+	err := cmdSelftest(t.Context(), []string{"--draws", "200000", "--batch", "16", "--reps", "1", "--copy-mib", "4", "--json"}, &o, &e)
 	if err != nil {
 		t.Fatalf("selftest: %v\n%s%s", err, o.String(), e.String())
 	}
@@ -94,7 +94,7 @@ func TestSelftestFake(t *testing.T) {
 	if !found {
 		t.Fatal("no check of the strided-batched per-example gradients")
 	}
-	for _, k := range []string{"clip_noise_gb_per_s", "noise_gsamples_per_s", "dp_over_nonprivate"} {
+	for _, k := range []string{"clip_noise_gb_per_s", "noise_gsamples_per_s", "dp_over_nonprivate", "copy_gb_per_s", "clip_noise_over_copy"} {
 		if v, ok := m[k].(float64); !ok || !(v > 0) {
 			t.Fatalf("%s = %v", k, m[k])
 		}
