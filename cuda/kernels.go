@@ -392,23 +392,6 @@ func (d *Device) GatherBatch(x, y, X, labels, idx, mask Buffer, rows, cols, k in
 	return d.Launch("gather_batch_f32", Grid(int64(rows*max(cols, k))), x, y, X, labels, idx, mask, int32(rows), int32(cols), int32(k))
 }
 
-// ZeroRows sets row i of the rows×cols float32 a to zero where c[i] (float64) is 0: the rows of
-// non-finite or padding examples, which must not reach a clipped sum as 0·NaN.
-func (d *Device) ZeroRows(a Buffer, rows, cols int, c Buffer) error {
-	if err := firstErr(fits("ZeroRows a", a, rows*cols, 4), fits("ZeroRows c", c, rows, 8)); err != nil {
-		return err
-	}
-	return d.Launch("zero_rows_f32", Grid(int64(rows*cols)), a, int32(rows), int32(cols), c)
-}
-
-// Scale multiplies the float32 g[k], k < n, by s.
-func (d *Device) Scale(g Buffer, n int, s float32) error {
-	if err := fits("Scale g", g, n, 4); err != nil {
-		return err
-	}
-	return d.Launch("scale_f32", Grid(int64(n)), g, int64(n), s)
-}
-
 // FlagNonFinite sets the int32 flag[0] to 1 when one of the float32 g[k], k < n, is NaN or
 // ±Inf; it never clears it (the caller zeroes the flag first).
 func (d *Device) FlagNonFinite(flag, g Buffer, n int) error {

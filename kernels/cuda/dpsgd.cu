@@ -366,22 +366,6 @@ KERNEL void scale_rows_f32(float* dst, const float* src, int rows, int cols, con
 	}
 }
 
-/* Rows of a with c[i] = 0 set to 0, so that a non-finite dropped row cannot reach a GEMM. */
-KERNEL void zero_rows_f32(float* a, int rows, int cols, const double* c) {
-	GSTRIDE_LOOP(k, (i64)rows * cols) {
-		if (c[k / cols] == 0) a[k] = 0.0f;
-	}
-}
-
-/* out[j] = Σ_i s[i·cols+j] in float, rows in increasing order (the CPU bias sum). */
-KERNEL void col_sum_f32(float* out, const float* s, int rows, int cols) {
-	GSTRIDE_LOOP(j, cols) {
-		float acc = 0.0f;
-		for (i64 i = 0; i < rows; i++) acc += s[i * cols + j];
-		out[j] = acc;
-	}
-}
-
 /* ---------------- batches: gather and mask construction ---------------- */
 
 /* mask[i] = 1 for i < n, 0 for n ≤ i < total: the padding mask of a fixed-shape batch

@@ -146,8 +146,6 @@ static void k_row_sqnorm_f32(void** params) { CHK(0) CHK(1) row_sqnorm_f32(P(0, 
 static void k_ghost_accum(void** params) { CHK(0) CHK(1) CHK(2) ghost_accum(P(0, double*), P(1, const double*), P(2, const double*), P(3, int), P(4, double)); }
 static void k_clip_coef(void** params) { CHK(0) CHK(1) CHK(2) clip_coef(P(0, double*), P(1, const double*), P(2, const double*), P(3, double), P(4, int)); }
 static void k_scale_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) scale_rows_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, const double*)); }
-static void k_zero_rows_f32(void** params) { CHK(0) CHK(3) zero_rows_f32(P(0, float*), P(1, int), P(2, int), P(3, const double*)); }
-static void k_col_sum_f32(void** params) { CHK(0) CHK(1) col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int)); }
 static void k_pad_mask(void** params) { CHK(0) pad_mask(P(0, double*), P(1, int), P(2, int)); }
 static void k_gather_batch_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) CHK(5) gather_batch_f32(P(0, float*), P(1, float*), P(2, const float*), P(3, const int*), P(4, const int*), P(5, const double*), P(6, int), P(7, int), P(8, int)); }
 static void k_bias_add_f32(void** params) { CHK(0) CHK(1) bias_add_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int)); }
@@ -176,7 +174,6 @@ static const kdesc KERNELS[] = {
 	{"ball_lanes", k_ball_lanes, 0, 0}, {"ball_scale", k_ball_scale, 0, 0},
 	{"row_sqnorm_f32", k_row_sqnorm_f32, 1, 1}, {"ghost_accum", k_ghost_accum, 0, 0},
 	{"clip_coef", k_clip_coef, 0, 0}, {"scale_rows_f32", k_scale_rows_f32, 0, 0},
-	{"zero_rows_f32", k_zero_rows_f32, 0, 0}, {"col_sum_f32", k_col_sum_f32, 0, 0},
 	{"pad_mask", k_pad_mask, 0, 0}, {"gather_batch_f32", k_gather_batch_f32, 0, 0},
 	{"bias_add_f32", k_bias_add_f32, 0, 0}, {"activate_f32", k_activate_f32, 0, 0},
 	{"activate_bwd_f32", k_activate_bwd_f32, 0, 0}, {"softmax_xent_f32", k_softmax_xent_f32, 1, 1},
