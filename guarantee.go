@@ -37,12 +37,9 @@ func (p *Private) Guarantee(res *engine.Result) (string, error) {
 		s = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s, proven for the %s sampler by the %s accountant (budget δ = %g)",
 			spent, spent, spent, res.Steps, adjacency, p.Accountant.Sampler(), p.Accountant.Name(), p.Plan.Delta)
 	}
-	if res.Device == engine.DeviceCUDA {
-		// The device still sums the clipped gradients and adds the noise in float32: the
-		// rounding of the other records' contributions can depend on one record, so C is
-		// not exact there (docs/reliability.md, "Summation across records").
-		s += "; APPROXIMATE on the GPU: the device sums in float32, so one record may move the clipped sum by slightly more than C (about 1 + B·2⁻²⁴ relative for a batch of B), which the accountant does not charge"
-	}
+	// A run whose steps ran on the GPU gets the same sentence: the CUDA backend sums the
+	// clipped gradients in float64 and adds the noise there, rounding after, as the CPU does
+	// (docs/reliability.md, "Summation across records").
 	return s + p.scope(), nil
 }
 

@@ -419,22 +419,29 @@ func TestNewSamplerMatchesResolve(t *testing.T) {
 	}
 }
 
-// TestGuaranteeLabelsDeviceApproximation: a run whose steps ran on the GPU (which still sums
-// in float32) gets a guarantee sentence that says it is approximate there; a CPU run does not.
-func TestGuaranteeLabelsDeviceApproximation(t *testing.T) {
+// TestGuaranteeSameOnDevice: a run whose steps ran on the GPU, which sums the clipped
+// gradients and adds the noise in float64 as the CPU does (engine's
+// TestDeviceAdversarialAccumulationRounding), gets the CPU run's guarantee sentence, with no
+// approximation label.
+func TestGuaranteeSameOnDevice(t *testing.T) {
 	arch := nn.LogReg([]int{4}, 2)
 	priv, err := Plan{Sampler: Poisson, BatchSize: 10, Epochs: 1, Clip: 1, Sigma: 1, Delta: 1e-5, Seed: 1}.Resolve(context.Background(), 100, arch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sentences []string
 	for _, dev := range []string{engine.DeviceCPU, engine.DeviceCUDA} {
 		res := &engine.Result{Steps: 10, EpsilonSteps: 10, Epsilon: 1, Device: dev}
 		s, err := priv.Guarantee(res)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Contains(s, "APPROXIMATE on the GPU"); got != (dev == engine.DeviceCUDA) {
+		if strings.Contains(s, "APPROXIMATE") || !strings.Contains(s, "ε = 1") {
 			t.Errorf("%s: %q", dev, s)
 		}
+		sentences = append(sentences, s)
+	}
+	if sentences[0] != sentences[1] {
+		t.Errorf("the GPU run's guarantee differs:\n cpu  %q\n cuda %q", sentences[0], sentences[1])
 	}
 }

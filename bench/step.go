@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -38,12 +39,16 @@ type StepConfig struct {
 	Seed          uint64
 	// CUDA selects the driver libraries (zero value: the defaults and $DPSGD_LIBCUDA).
 	CUDA cuda.Options
+	// Precision of the GPU rows' GEMMs: engine.PrecisionFP32 ("" too) or PrecisionBF16; the
+	// CPU rows compute in Dtype.
+	Precision string
 }
 
 // StepRow is one device and batch size. Times are means per step; values are null (nil) on a
 // device that is not available.
 type StepRow struct {
 	Device             string   `json:"device"`
+	Precision          string   `json:"precision,omitempty"` // of the GEMMs: fp32, fp64 or bf16 (GPU only)
 	Available          bool     `json:"available"`
 	Note               string   `json:"note,omitempty"`
 	BatchSize          int      `json:"batch_size"`
@@ -135,7 +140,10 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			row.Device = DeviceCPU
+			row.Device, row.Precision = DeviceCPU, engine.PrecisionFP32
+			if cfg.Dtype == tensor.Float64 {
+				row.Precision = engine.PrecisionFP64
+			}
 			res.Rows = append(res.Rows, row)
 		}
 		if gpu && devName == "" {
@@ -146,7 +154,7 @@ func Step(ctx context.Context, cfg StepConfig) (*StepResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			row.Device, row.Note = DeviceCUDA, devName
+			row.Device, row.Note, row.Precision = DeviceCUDA, devName, cmp.Or(cfg.Precision, engine.PrecisionFP32)
 			res.Rows = append(res.Rows, row)
 		}
 	}
@@ -182,6 +190,9 @@ func learnerSteppers(device string, cfg StepConfig, phys, batch int, ds *dataset
 		ec := engine.Config{Arch: cfg.Arch, Dtype: cfg.Dtype, PhysicalBatch: phys, Replicas: cfg.Replicas, Epochs: 1,
 			Clip: 1, Sigma: 1, NonPrivate: i == 1, Seed: cfg.Seed, Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: 0.1},
 			Device: device, CUDA: cfg.CUDA}
+		if device == engine.DeviceCUDA {
+			ec.Precision = cfg.Precision
+		}
 		l, err := engine.NewLearner(ec)
 		if err != nil {
 			closeAll()
@@ -291,7 +302,11 @@ func StepTable(r *StepResult) string {
 			s += fmt.Sprintf("| %s (unavailable) | %d | — | — | — | — | — | — | — |\n", x.Device, x.BatchSize)
 			continue
 		}
-		s += fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", x.Device, x.BatchSize, x.PhysicalBatch, x.Steps,
+		dev := x.Device
+		if x.Precision == engine.PrecisionBF16 {
+			dev += " (bf16)"
+		}
+		s += fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", dev, x.BatchSize, x.PhysicalBatch, x.Steps,
 			NumPtr(x.DPMs), NumPtr(x.NonPrivateMs), NumPtr(x.DPExamplesPerSec), NumPtr(x.NonPrivateExPerSec), NumPtr(x.Ratio))
 	}
 	seen := map[string]bool{}

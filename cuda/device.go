@@ -411,6 +411,15 @@ func (b Buffer) Ptr() uint64 { return b.ptr }
 // Bytes returns the requested size.
 func (b Buffer) Bytes() int { return b.bytes }
 
+// Sub returns the bytes bytes of b from byte off on, as a Buffer (for a kernel or copy on
+// part of b); the zero Buffer, which fits nothing, when that range is not within b.
+func (b Buffer) Sub(off, bytes int) Buffer {
+	if b.ptr == 0 || off < 0 || bytes < 0 || off+bytes > b.bytes {
+		return Buffer{}
+	}
+	return Buffer{ptr: b.ptr + uint64(off), bytes: bytes}
+}
+
 // Alloc returns a buffer of at least bytes bytes (> 0) from the pool. Its contents are
 // undefined. ErrOutOfMemory when the device has no room even after the pool released its
 // cached blocks.
@@ -450,37 +459,36 @@ func (d *Device) TrimPool() error {
 func sliceBytes[T any](s []T) int { var z T; return len(s) * int(unsafe.Sizeof(z)) }
 
 // Upload copies src into dst (from its start). It fails if src is larger than dst.
-func Upload[T any](d *Device, dst Buffer, src []T) error {
-	n := sliceBytes(src)
-	if n > dst.bytes {
-		return fmt.Errorf("cuda: Upload of %d bytes into a %d-byte buffer", n, dst.bytes)
-	}
-	if n == 0 {
-		return nil
-	}
-	return d.do(func() error {
-		err := d.check("cuMemcpyHtoDAsync_v2", d.drv.memcpyHtoDAsync(dst.ptr, unsafe.Pointer(&src[0]), uint64(n), d.stream), ErrLaunch)
-		runtime.KeepAlive(src)
-		return err
-	})
-}
+func Upload[T any](d *Device, dst Buffer, src []T) error { return transfer(d, dst, src, true) }
 
 // Download copies the start of src into dst and waits for it (and all earlier work).
-func Download[T any](d *Device, dst []T, src Buffer) error {
-	n := sliceBytes(dst)
-	if n > src.bytes {
-		return fmt.Errorf("cuda: Download of %d bytes from a %d-byte buffer", n, src.bytes)
+func Download[T any](d *Device, dst []T, src Buffer) error { return transfer(d, src, dst, false) }
+
+// transfer copies between host and the start of buf, host → buf when up (queued on the
+// stream), else buf → host, then waiting for the stream, so that host holds the values on
+// return. It fails if host is larger than buf.
+func transfer[T any](d *Device, buf Buffer, host []T, up bool) error {
+	n := sliceBytes(host)
+	op, dir := "cuMemcpyDtoHAsync_v2", "Download of %d bytes from a %d-byte buffer"
+	if up {
+		op, dir = "cuMemcpyHtoDAsync_v2", "Upload of %d bytes into a %d-byte buffer"
+	}
+	if n > buf.bytes {
+		return fmt.Errorf("cuda: "+dir, n, buf.bytes)
 	}
 	if n == 0 {
 		return nil
 	}
 	return d.do(func() error {
-		if err := d.check("cuMemcpyDtoHAsync_v2", d.drv.memcpyDtoHAsync(unsafe.Pointer(&dst[0]), src.ptr, uint64(n), d.stream), ErrLaunch); err != nil {
+		defer runtime.KeepAlive(host)
+		p := unsafe.Pointer(&host[0])
+		if up {
+			return d.check(op, d.drv.memcpyHtoDAsync(buf.ptr, p, uint64(n), d.stream), ErrLaunch)
+		}
+		if err := d.check(op, d.drv.memcpyDtoHAsync(p, buf.ptr, uint64(n), d.stream), ErrLaunch); err != nil {
 			return err
 		}
-		err := d.check("cuStreamSynchronize", d.drv.streamSynchronize(d.stream), ErrLaunch)
-		runtime.KeepAlive(dst)
-		return err
+		return d.check("cuStreamSynchronize", d.drv.streamSynchronize(d.stream), ErrLaunch)
 	})
 }
 
@@ -578,17 +586,87 @@ func (d *Device) Sgemm(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda in
 	if m == 0 || n == 0 {
 		return nil
 	}
-	op := func(t bool) int32 {
-		if t {
-			return 1
-		}
-		return 0
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.sgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
+		return d.checkBLAS("cublasSgemm_v2", st)
+	})
+}
+
+// Dgemm is Sgemm in float64 (cublasDgemm_v2), for the clipped sums, which the step keeps in
+// float64 as the CPU does (docs/design.md step 5). Each operand must lie within its buffer.
+func (d *Device) Dgemm(tA, tB bool, m, n, k int, alpha float64, a Buffer, lda int, b Buffer, ldb int, beta float64, c Buffer, ldc int) error {
+	if empty, err := gemmOperands("Dgemm", tA, tB, m, n, k, a, lda, 8, b, ldb, 8, c, ldc, 8); empty || err != nil {
+		return err
 	}
 	return d.do(func() error {
 		al, be := alpha, beta
-		st := d.blas.sgemm(d.handle, op(tB), op(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
-		return d.checkBLAS("cublasSgemm_v2", st)
+		st := d.blas.dgemm(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), a.ptr, int32(lda), &be, c.ptr, int32(ldc))
+		return d.checkBLAS("cublasDgemm_v2", st)
 	})
+}
+
+// cuBLAS and CUDA enumerations of GemmBF16's cublasGemmEx call.
+const (
+	cudaR32F       = 0  // CUDA_R_32F
+	cudaR16BF      = 14 // CUDA_R_16BF
+	cublasCompute  = 68 // CUBLAS_COMPUTE_32F: fp32 accumulation
+	cublasGemmAuto = -1 // CUBLAS_GEMM_DEFAULT
+)
+
+// GemmBF16 is Sgemm with bfloat16 operands a and b (2 bytes a value, ToBF16 makes them) and a
+// float32 c, accumulated in float32 (cublasGemmEx, CUBLAS_COMPUTE_32F): the GEMMs of
+// --precision bf16. Each product of two bf16 values is exact in float32, so against the
+// float32 GEMM of the unrounded operands each entry of c differs by at most
+// (2u + u²)·Σ|aᵢ||bᵢ| from the operands' rounding, u = 2⁻⁸, plus float32 summation error.
+func (d *Device) GemmBF16(tA, tB bool, m, n, k int, alpha float32, a Buffer, lda int, b Buffer, ldb int, beta float32, c Buffer, ldc int) error {
+	if empty, err := gemmOperands("GemmBF16", tA, tB, m, n, k, a, lda, 2, b, ldb, 2, c, ldc, 4); empty || err != nil {
+		return err
+	}
+	return d.do(func() error {
+		al, be := alpha, beta
+		st := d.blas.gemmEx(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, cudaR16BF, int32(ldb), a.ptr, cudaR16BF, int32(lda),
+			&be, c.ptr, cudaR32F, int32(ldc), cublasCompute, cublasGemmAuto)
+		return d.checkBLAS("cublasGemmEx", st)
+	})
+}
+
+// gemmOperands checks a GEMM's dimensions (each in int32), that its row-major operands
+// (op(A) m×k, op(B) k×n, C m×n, elements of asz, bsz and csz bytes) lie within their buffers
+// and that the leading dimensions cover their columns; empty reports a GEMM with nothing to
+// compute (m or n is 0).
+func gemmOperands(name string, tA, tB bool, m, n, k int, a Buffer, lda, asz int, b Buffer, ldb, bsz int, c Buffer, ldc, csz int) (empty bool, err error) {
+	if m < 0 || n < 0 || k < 0 || m > math.MaxInt32 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return false, fmt.Errorf("%w: %s dimensions m=%d n=%d k=%d out of range", ErrBLAS, name, m, n, k)
+	}
+	if m == 0 || n == 0 {
+		return true, nil
+	}
+	ar, ac, br, bc := m, k, k, n
+	if tA {
+		ar, ac = k, m
+	}
+	if tB {
+		br, bc = n, k
+	}
+	span := func(rows, cols, ld int) int {
+		if rows == 0 || cols == 0 {
+			return 0
+		}
+		return (rows-1)*ld + cols
+	}
+	if lda < ac || ldb < bc || ldc < n {
+		return false, fmt.Errorf("%w: %s leading dimensions %d, %d, %d below the columns %d, %d, %d", ErrBLAS, name, lda, ldb, ldc, ac, bc, n)
+	}
+	return false, firstErr(fits(name+" a", a, span(ar, ac, lda), asz), fits(name+" b", b, span(br, bc, ldb), bsz), fits(name+" c", c, span(m, n, ldc), csz))
+}
+
+// blasOp is cuBLAS's operation code: 1 (CUBLAS_OP_T) to transpose, else 0 (CUBLAS_OP_N).
+func blasOp(t bool) int32 {
+	if t {
+		return 1
+	}
+	return 0
 }
 
 // SgemmStridedBatched computes batch row-major GEMMs as Sgemm does, the q-th on the matrices
@@ -623,15 +701,9 @@ func (d *Device) SgemmStridedBatched(tA, tB bool, m, n, k int, alpha float32, a 
 	if err := firstErr(extent("a", a, ar, ac, lda, strideA), extent("b", b, br, bc, ldb, strideB), extent("c", c, m, n, ldc, strideC)); err != nil {
 		return err
 	}
-	op := func(t bool) int32 {
-		if t {
-			return 1
-		}
-		return 0
-	}
 	return d.do(func() error {
 		al, be := alpha, beta
-		st := d.blas.sgemmSB(d.handle, op(tB), op(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), int64(strideB), a.ptr, int32(lda), int64(strideA),
+		st := d.blas.sgemmSB(d.handle, blasOp(tB), blasOp(tA), int32(n), int32(m), int32(k), &al, b.ptr, int32(ldb), int64(strideB), a.ptr, int32(lda), int64(strideA),
 			&be, c.ptr, int32(ldc), int64(strideC), int32(batch))
 		return d.checkBLAS("cublasSgemmStridedBatched", st)
 	})

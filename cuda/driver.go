@@ -99,6 +99,8 @@ type blasAPI struct {
 	setStream  func(h uintptr, s cuStream) int32
 	getVersion func(h uintptr, v *int32) int32
 	sgemm      func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a devPtr, lda int32, b devPtr, ldb int32, beta *float32, c devPtr, ldc int32) int32
+	dgemm      func(h uintptr, ta, tb int32, m, n, k int32, alpha *float64, a devPtr, lda int32, b devPtr, ldb int32, beta *float64, c devPtr, ldc int32) int32
+	gemmEx     func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a devPtr, aType int32, lda int32, b devPtr, bType int32, ldb int32, beta *float32, c devPtr, cType int32, ldc int32, compute int32, algo int32) int32
 	sgemmSB    func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a devPtr, lda int32, sa int64, b devPtr, ldb int32, sb int64, beta *float32, c devPtr, ldc int32, sc int64, batch int32) int32
 }
 
@@ -106,7 +108,7 @@ func (a *blasAPI) symbols() []symbol {
 	return []symbol{
 		{&a.create, "cublasCreate_v2"}, {&a.destroy, "cublasDestroy_v2"},
 		{&a.setStream, "cublasSetStream_v2"}, {&a.getVersion, "cublasGetVersion_v2"},
-		{&a.sgemm, "cublasSgemm_v2"}, {&a.sgemmSB, "cublasSgemmStridedBatched"},
+		{&a.sgemm, "cublasSgemm_v2"}, {&a.dgemm, "cublasDgemm_v2"}, {&a.gemmEx, "cublasGemmEx"}, {&a.sgemmSB, "cublasSgemmStridedBatched"},
 	}
 }
 

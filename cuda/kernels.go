@@ -106,33 +106,71 @@ func (d *Device) ScaleRows(dst, src Buffer, rows, cols int, c Buffer) error {
 	return d.Launch("scale_rows_f32", Grid(int64(rows*cols)), dst, src, int32(rows), int32(cols), c)
 }
 
-// ClippedSum computes one dense layer's clipped sums (kernels.ClippedSum): scratch =
-// diag(c)·E, dstB = 1ᵀ·scratch (float, rows in order) and dstW = Aᵀ·scratch by one cuBLAS
-// GEMM, for A b×din and E b×h. Rows of A with c = 0 are set to 0 first (a dropped row that
-// is not finite must not reach the GEMM), so A is modified. dstB may be the zero Buffer.
-func (d *Device) ClippedSum(dstW, dstB, a, e Buffer, b, din, h int, c, scratch Buffer) error {
-	if err := firstErr(fits("ClippedSum dstW", dstW, din*h, 4), fits("ClippedSum a", a, b*din, 4), fits("ClippedSum e", e, b*h, 4),
-		fits("ClippedSum c", c, b, 8), fits("ClippedSum scratch", scratch, b*h, 4)); err != nil {
+// ClippedSumWide computes one dense layer's clipped sums in float64, as kernels.ClippedSumWide
+// does on the CPU: scratch = diag(c)·E in float32 (ScaleRows, the CPU's scaled error rows bit
+// for bit), both A (rows with c = 0 zeroed: a dropped row may hold NaN) and scratch widened
+// exactly to float64 (wideA b×(din+1), its last column 1, and wideS b×h), then one cuBLAS
+// DGEMM acc = [A, 1]ᵀ·diag(c)·E (+ acc unless first): the weights din×h then the bias h, the
+// layout of CoefSum's accumulator. Every product of two float32 values is exact in float64,
+// so acc is the exact sum of the per-example clipped gradients up to float64 rounding of the
+// sum (γ_b·Σ|terms|, γ_b = b·2⁻⁵³/(1 − b·2⁻⁵³)): the CPU's sum within that bound.
+func (d *Device) ClippedSumWide(acc, a, e Buffer, b, din, h int, c, scratch, wideA, wideS Buffer, first bool) error {
+	if err := firstErr(fits("ClippedSumWide acc", acc, (din+1)*h, 8), fits("ClippedSumWide a", a, b*din, 4), fits("ClippedSumWide e", e, b*h, 4),
+		fits("ClippedSumWide c", c, b, 8), fits("ClippedSumWide scratch", scratch, b*h, 4), fits("ClippedSumWide wideA", wideA, b*(din+1), 8),
+		fits("ClippedSumWide wideS", wideS, b*h, 8)); err != nil {
 		return err
-	}
-	if err := d.Launch("zero_rows_f32", Grid(int64(b*din)), a, int32(b), int32(din), c); err != nil {
-		return err
-	}
-	if err := d.ScaleRows(scratch, e, b, h, c); err != nil {
-		return err
-	}
-	if dstB.ptr != 0 {
-		if err := fits("ClippedSum dstB", dstB, h, 4); err != nil {
-			return err
-		}
-		if err := d.Launch("col_sum_f32", Grid(int64(h)), dstB, scratch, int32(b), int32(h)); err != nil {
-			return err
-		}
 	}
 	if b == 0 {
-		return d.Zero(dstW, din*h*4)
+		if first {
+			return d.Zero(acc, (din+1)*h*8)
+		}
+		return nil
 	}
-	return d.Sgemm(true, false, din, h, b, 1, a, din, scratch, h, 0, dstW, h)
+	if err := firstErr(d.ScaleRows(scratch, e, b, h, c), d.WidenRows(wideA, a, b, din, c, true), d.WidenRows(wideS, scratch, b, h, Buffer{}, false)); err != nil {
+		return err
+	}
+	beta := 1.0
+	if first {
+		beta = 0
+	}
+	return d.Dgemm(true, false, din+1, h, b, 1, wideA, din+1, wideS, h, beta, acc, h)
+}
+
+// WidenRows sets the float64 out, rows × (cols + 1 with ones), to the float32 a (rows×cols)
+// widened exactly, rows with c[i] = 0 zeroed (c the zero Buffer: none), and with ones a last
+// column of 1.
+func (d *Device) WidenRows(out, a Buffer, rows, cols int, c Buffer, ones bool) error {
+	w, o := cols, int32(0)
+	if ones {
+		w, o = cols+1, 1
+	}
+	if err := firstErr(fits("WidenRows out", out, rows*w, 8), fits("WidenRows a", a, rows*cols, 4)); err != nil {
+		return err
+	}
+	if c.ptr != 0 {
+		if err := fits("WidenRows c", c, rows, 8); err != nil {
+			return err
+		}
+	}
+	return d.Launch("widen_rows_f32", Grid(int64(rows*w)), out, a, int32(rows), int32(cols), c, o)
+}
+
+// RoundScale sets the float32 w[j] = float32(acc[j]·inv) for j < nw and bias[j − nw] for
+// nw ≤ j < nw + nb: the step's gradient from its noisy float64 sums, as the CPU rounds it.
+func (d *Device) RoundScale(w, bias, acc Buffer, nw, nb int, inv float64) error {
+	if err := firstErr(fits("RoundScale w", w, nw, 4), fits("RoundScale bias", bias, nb, 4), fits("RoundScale acc", acc, nw+nb, 8)); err != nil {
+		return err
+	}
+	return d.Launch("round_scale_f64", Grid(int64(nw+nb)), w, bias, acc, int32(nw+nb), int32(nw), inv)
+}
+
+// ToBF16 sets the bfloat16 out[k] (2 bytes each) to the float32 x[k] rounded to nearest, ties
+// to even (NaN stays NaN), k < n: GemmBF16's operands.
+func (d *Device) ToBF16(out, x Buffer, n int) error {
+	if err := firstErr(fits("ToBF16 out", out, n, 2), fits("ToBF16 x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("to_bf16", Grid(int64(n)), out, x, int64(n))
 }
 
 func checkStream(n int, offset uint64) error {
@@ -157,8 +195,23 @@ func (d *Device) FillGaussian(g Buffer, n int, key PhiloxKey, offset uint64) err
 	return d.gaussian(g, n, 0, Buffer{}, key, offset, true)
 }
 
+// AddGaussianF64 adds std·z_{offset+k} to the float64 g[k], k < n, from the stream key: one
+// FMA each, the very numbers of kernels.AddGaussianAt[float64] (the step's noise on its
+// float64 sums). std must be finite.
+func (d *Device) AddGaussianF64(g Buffer, n int, std float64, key PhiloxKey, offset uint64) error {
+	if math.IsNaN(std) || math.IsInf(std, 0) {
+		return fmt.Errorf("cuda: AddGaussianF64 std %v: want a finite value", std)
+	}
+	return d.gaussianOf(g, 8, n, std, Buffer{}, key, offset, false)
+}
+
 func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key PhiloxKey, offset uint64, fill bool) error {
-	if err := firstErr(fits("AddGaussian g", g, n, 4), checkStream(n, offset)); err != nil {
+	return d.gaussianOf(g, 4, n, std, stdp, key, offset, fill)
+}
+
+// gaussianOf launches gaussian_f32 (size 4) or gaussian_f64 (size 8) on g.
+func (d *Device) gaussianOf(g Buffer, size, n int, std float64, stdp Buffer, key PhiloxKey, offset uint64, fill bool) error {
+	if err := firstErr(fits("AddGaussian g", g, n, size), checkStream(n, offset)); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -169,7 +222,11 @@ func (d *Device) gaussian(g Buffer, n int, std float64, stdp Buffer, key PhiloxK
 	if fill {
 		f = 1
 	}
-	return d.Launch("gaussian_f32", Grid(blocks), g, int64(n), std, stdp, key.Seed, key.Step, key.Tensor, offset, f)
+	name := "gaussian_f32"
+	if size == 8 {
+		name = "gaussian_f64"
+	}
+	return d.Launch(name, Grid(blocks), g, int64(n), std, stdp, key.Seed, key.Step, key.Tensor, offset, f)
 }
 
 // AddLaplace adds scale·x_k to the float32 g[k], k < n, x the unit Laplace stream of key
@@ -192,6 +249,16 @@ func (d *Device) AddLaplace(g Buffer, n int, scale float64, key PhiloxKey) error
 // keys and sums it (the ‖g‖² partial sums, their order and the scale are computed on the
 // device; nothing goes back to the host).
 func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key PhiloxKey) error {
+	return d.addBall(gs, 4, lens, radius, key)
+}
+
+// AddBallF64 is AddBall on float64 tensors (the step's float64 sums): the CPU's draw
+// (kernels.AddBall[float64]) bit for bit.
+func (d *Device) AddBallF64(gs []Buffer, lens []int, radius float64, key PhiloxKey) error {
+	return d.addBall(gs, 8, lens, radius, key)
+}
+
+func (d *Device) addBall(gs []Buffer, size int, lens []int, radius float64, key PhiloxKey) error {
 	if len(gs) != len(lens) {
 		return fmt.Errorf("cuda: AddBall: %d tensors, %d lengths", len(gs), len(lens))
 	}
@@ -203,7 +270,7 @@ func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key PhiloxKey)
 	}
 	total, chunks := 0, 0
 	for p, n := range lens {
-		if err := firstErr(fits(fmt.Sprintf("AddBall tensor %d", p), gs[p], n, 4), checkStream(n, 0)); err != nil {
+		if err := firstErr(fits(fmt.Sprintf("AddBall tensor %d", p), gs[p], n, size), checkStream(n, 0)); err != nil {
 			return err
 		}
 		total += n
@@ -242,7 +309,7 @@ func (d *Device) AddBall(gs []Buffer, lens []int, radius float64, key PhiloxKey)
 			continue
 		}
 		k := PhiloxKey{Seed: key.Seed, Step: key.Step, Tensor: key.Tensor + uint32(p)}
-		if err := d.gaussian(gs[p], n, 0, scale, k, 0, false); err != nil {
+		if err := d.gaussianOf(gs[p], size, n, 0, scale, k, 0, false); err != nil {
 			return err
 		}
 	}
@@ -323,23 +390,6 @@ func (d *Device) GatherBatch(x, y, X, labels, idx, mask Buffer, rows, cols, k in
 		return err
 	}
 	return d.Launch("gather_batch_f32", Grid(int64(rows*max(cols, k))), x, y, X, labels, idx, mask, int32(rows), int32(cols), int32(k))
-}
-
-// ZeroRows sets row i of the rows×cols float32 a to zero where c[i] (float64) is 0: the rows of
-// non-finite or padding examples, which must not reach a clipped sum as 0·NaN.
-func (d *Device) ZeroRows(a Buffer, rows, cols int, c Buffer) error {
-	if err := firstErr(fits("ZeroRows a", a, rows*cols, 4), fits("ZeroRows c", c, rows, 8)); err != nil {
-		return err
-	}
-	return d.Launch("zero_rows_f32", Grid(int64(rows*cols)), a, int32(rows), int32(cols), c)
-}
-
-// Scale multiplies the float32 g[k], k < n, by s.
-func (d *Device) Scale(g Buffer, n int, s float32) error {
-	if err := fits("Scale g", g, n, 4); err != nil {
-		return err
-	}
-	return d.Launch("scale_f32", Grid(int64(n)), g, int64(n), s)
 }
 
 // FlagNonFinite sets the int32 flag[0] to 1 when one of the float32 g[k], k < n, is NaN or

@@ -19,11 +19,13 @@ type cudaLayer struct {
 	in, out int
 	rows    int         // rows per example: 1, or the convolution's output positions
 	w, b    cuda.Buffer // parameters
-	gw, gb  cuda.Buffer // clipped (then noisy, normalized) gradient sums
+	acc     cuda.Buffer // the clipped sum, then its noise, in float64: (in+1)·out, the weights then the bias
+	gw, gb  cuda.Buffer // the step's gradient: acc over the expected batch size, rounded to float32
 	mw, mb  cuda.Buffer // optimizer state: momentum / Adam first moment
 	vw, vb  cuda.Buffer // Adam second moment
 	z, h, e cuda.Buffer // pre-activation, activation, error (phys·rows rows)
 	conv    *cudaConv
+	wh      cuda.Buffer // the weights in bfloat16 (--precision bf16), converted at each forward pass
 }
 
 // cudaConv is a convolution layer's own device memory and geometry (nn.ConvLayout), in
@@ -37,7 +39,6 @@ type cudaConv struct {
 	dp     cuda.Buffer // the error at the pooled activation (from the next layer)
 	dpatch cuda.Buffer // the error at the patch matrix, phys·rows × in (not the first layer)
 	g      cuda.Buffer // the per-example gradients Ĝᵢ, phys × (in+1)·out
-	acc    cuda.Buffer // the clipped sum Σ cᵢ·Ĝᵢ in float64, (in+1)·out
 }
 
 // output is the buffer the next layer reads: the pooled activation of a pooling convolution,
@@ -68,6 +69,7 @@ type cudaBackend struct {
 	name   string
 	phys   int
 	tanh   bool
+	bf16   bool       // the forward and backward GEMMs in bfloat16 (PrecisionBF16)
 	params *nn.Params // the host mirror, float32
 	opt    *optimizer[float32]
 
@@ -84,7 +86,9 @@ type cudaBackend struct {
 	loss    cuda.Buffer
 	correct cuda.Buffer
 	scratch cuda.Buffer
-	ones    cuda.Buffer
+	wideA   cuda.Buffer // a dense layer's input widened to float64, phys × (in+1)
+	wideS   cuda.Buffer // its scaled errors widened to float64, phys × out
+	half    cuda.Buffer // a GEMM's activation or error operand in bfloat16 (bf16 only)
 	flag    cuda.Buffer
 	owned   []cuda.Buffer
 
@@ -137,7 +141,8 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 	if err != nil {
 		return nil, err
 	}
-	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, params: params, opt: opt}
+	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, bf16: cfg.Precision == PrecisionBF16,
+		params: params, opt: opt}
 	if err := b.setup(shapes, convs, train); err != nil {
 		b.close()
 		return nil, err
@@ -169,18 +174,32 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 	b.idx, b.mask = a(p*4), a(p*8)
 	b.asq, b.esq, b.norm2, b.coef = a(p*8), a(p*8), a(p*8), a(p*8)
 	b.loss, b.correct, b.flag = a(p*8), a(p*4), a(4)
-	maxOut := 0
-	for _, s := range shapes {
+	maxOut, maxIn := 0, 0
+	for li, s := range shapes {
 		maxOut = max(maxOut, s.Out)
+		if li >= len(convs) {
+			maxIn = max(maxIn, s.In)
+		}
 	}
 	b.scratch = a(p * maxOut * 4)
-	b.ones = a(p * 4)
+	b.wideA, b.wideS = a(p*(maxIn+1)*8), a(p*maxOut*8)
+	if b.bf16 {
+		maxOp := 0
+		for _, s := range shapes {
+			maxOp = max(maxOp, p*s.Positions*max(s.In, s.Out))
+		}
+		b.half = a(maxOp * 2)
+	}
 	moments := b.opt.kind.moments
 	for li, s := range shapes {
 		l := &cudaLayer{in: s.In, out: s.Out, rows: s.Positions}
 		rows := p * s.Positions
 		l.w, l.b = a(s.In*s.Out*4), a(s.Out*4)
 		l.gw, l.gb = a(s.In*s.Out*4), a(s.Out*4)
+		l.acc = a((s.In + 1) * s.Out * 8)
+		if b.bf16 {
+			l.wh = a(s.In * s.Out * 2)
+		}
 		l.z, l.h, l.e = a(rows*s.Out*4), a(rows*s.Out*4), a(rows*s.Out*4)
 		if moments >= 1 {
 			l.mw, l.mb = a(s.In*s.Out*4), a(s.Out*4)
@@ -211,18 +230,10 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 				cv.dpatch = a(rows * s.In * 4)
 			}
 			cv.g = a(p * (s.In + 1) * s.Out * 4)
-			cv.acc = a((s.In + 1) * s.Out * 8)
 		}
 		b.layers = append(b.layers, l)
 	}
 	if err != nil {
-		return err
-	}
-	ones := make([]float32, p)
-	for i := range ones {
-		ones[i] = 1
-	}
-	if err := cuda.Upload(b.d, b.ones, ones); err != nil {
 		return err
 	}
 	b.hIdx, b.hCoef, b.hNorm = make([]int32, p), make([]float64, p), make([]float64, p)
@@ -294,8 +305,8 @@ func firstErr(errs ...error) error {
 }
 
 // clippedSum runs the batch idx of ds in physical batches of phys rows (the last padded and
-// masked): forward, per-example errors, ghost norms, clip coefficients aiming at clip (+Inf:
-// no clipping), and the clipped sums by GEMM into the layers' gw, gb.
+// masked): forward, per-example errors, per-example norms, clip coefficients aiming at clip
+// (+Inf: no clipping), and the clipped sums in float64 into the layers' acc.
 func (b *cudaBackend) clippedSum(ds *datasets.Dataset, idx []int, clip float64) (StepStats, error) {
 	var st StepStats
 	if err := b.bind(ds); err != nil {
@@ -365,7 +376,7 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			}
 			a = cv.a
 		}
-		if err := firstErr(d.Sgemm(false, false, rows, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
+		if err := firstErr(b.gemmForward(l, a, rows), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
 			return err
 		}
 		if li == last {
@@ -388,11 +399,10 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	for li := last; li > 0; li-- {
 		l, prev := b.layers[li], b.layers[li-1]
 		if cv := l.conv; cv != nil {
-			if err := firstErr(d.Sgemm(false, true, p*l.rows, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, cv.dpatch, l.in),
-				d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
+			if err := firstErr(b.gemmBackward(l, cv.dpatch), d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
 				return err
 			}
-		} else if err := d.Sgemm(false, true, p, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, prev.outErr(), l.in); err != nil {
+		} else if err := b.gemmBackward(l, prev.outErr()); err != nil {
 			return err
 		}
 		if cv := prev.conv; cv != nil && cv.pool.K > 0 {
@@ -424,31 +434,44 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	if err := d.ClipCoefs(b.coef, b.norm2, b.mask, clip, p); err != nil {
 		return err
 	}
-	// Clipped sums: the first physical batch sets the gradients, later ones add. A convolution
-	// adds cᵢ·Ĝᵢ of the very gradients whose norms were taken, in float64 across the batch's
-	// physical batches (docs/design.md step 5), rounded to float32 into gw, gb; a dense layer
-	// is one GEMM.
+	// Clipped sums, in float64 as on the CPU (docs/design.md step 5): the first physical batch
+	// sets acc, later ones add. A convolution adds cᵢ·Ĝᵢ of the very gradients whose norms
+	// were taken; a dense layer adds [Aᵢ, 1]ᵀ·cᵢEᵢ of the very rows its ghost norm read, by
+	// one float64 GEMM of the exactly widened float32 operands.
 	for li, l := range b.layers {
 		if cv := l.conv; cv != nil {
-			if err := d.CoefSum(cv.acc, l.gw, l.gb, cv.g, b.coef, p, l.in, l.out, first); err != nil {
+			if err := d.CoefSum(l.acc, l.gw, l.gb, cv.g, b.coef, p, l.in, l.out, first); err != nil {
 				return err
 			}
 			continue
 		}
-		in := b.input(li)
-		if first {
-			if err := d.ClippedSum(l.gw, l.gb, in, l.e, p, l.in, l.out, b.coef, b.scratch); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := firstErr(d.ZeroRows(in, p, l.in, b.coef), d.ScaleRows(b.scratch, l.e, p, l.out, b.coef),
-			d.Sgemm(false, false, 1, l.out, p, 1, b.ones, p, b.scratch, l.out, 1, l.gb, l.out),
-			d.Sgemm(true, false, l.in, l.out, p, 1, in, l.in, b.scratch, l.out, 1, l.gw, l.out)); err != nil {
+		if err := d.ClippedSumWide(l.acc, b.input(li), l.e, p, l.in, l.out, b.coef, b.scratch, b.wideA, b.wideS, first); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gemmForward sets l.z = A·W for the rows×in activation a (bias not added): in float32, or
+// with bf16 from a and W rounded to bfloat16, accumulated in float32 (the weights' bf16 copy
+// kept for the backward pass).
+func (b *cudaBackend) gemmForward(l *cudaLayer, a cuda.Buffer, rows int) error {
+	d := b.d
+	if !b.bf16 {
+		return d.Sgemm(false, false, rows, l.out, l.in, 1, a, l.in, l.w, l.out, 0, l.z, l.out)
+	}
+	return firstErr(d.ToBF16(l.wh, l.w, l.in*l.out), d.ToBF16(b.half, a, rows*l.in),
+		d.GemmBF16(false, false, rows, l.out, l.in, 1, b.half, l.in, l.wh, l.out, 0, l.z, l.out))
+}
+
+// gemmBackward sets dst = E·Wᵀ, the error at layer l's input (rows·positions × in), from its
+// error l.e: in float32, or with bf16 from E and the forward pass's bf16 weights.
+func (b *cudaBackend) gemmBackward(l *cudaLayer, dst cuda.Buffer) error {
+	d, rows := b.d, b.phys*l.rows
+	if !b.bf16 {
+		return d.Sgemm(false, true, rows, l.in, l.out, 1, l.e, l.out, l.w, l.out, 0, dst, l.in)
+	}
+	return firstErr(d.ToBF16(b.half, l.e, rows*l.out), d.GemmBF16(false, true, rows, l.in, l.out, 1, b.half, l.out, l.wh, l.out, 0, dst, l.in))
 }
 
 // input is the activation buffer feeding layer li: the batch for the first layer (a
@@ -466,28 +489,35 @@ func philox(key kernels.NoiseKey) cuda.PhiloxKey {
 	return cuda.PhiloxKey(key)
 }
 
-// addGaussian adds N(0, std²) noise to the sums, parameter p from key with Tensor = p (the
-// CPU's numbers, rounded to float32 after one float64 FMA).
+// sums are the float64 sums of the layers' parameters, in nn.Params order (weights, bias).
+func (b *cudaBackend) sums() (bufs []cuda.Buffer, lens []int) {
+	for _, l := range b.layers {
+		nw := l.in * l.out
+		bufs = append(bufs, l.acc.Sub(0, nw*8), l.acc.Sub(nw*8, l.out*8))
+		lens = append(lens, nw, l.out)
+	}
+	return bufs, lens
+}
+
+// addGaussian adds N(0, std²) noise to the float64 sums, parameter p from key with Tensor = p:
+// one float64 FMA per value, the CPU's numbers bit for bit.
 func (b *cudaBackend) addGaussian(std float64, key kernels.NoiseKey) error {
-	for li, l := range b.layers {
-		kw, kb := key, key
-		kw.Tensor, kb.Tensor = uint32(2*li), uint32(2*li+1)
-		if err := firstErr(b.d.AddGaussian(l.gw, l.in*l.out, std, philox(kw), 0), b.d.AddGaussian(l.gb, l.out, std, philox(kb), 0)); err != nil {
+	bufs, lens := b.sums()
+	for p, g := range bufs {
+		k := key
+		k.Tensor = uint32(p)
+		if err := b.d.AddGaussianF64(g, lens[p], std, philox(k), 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// addBall adds one draw uniform in the ball of the given radius over all the sums together.
+// addBall adds one draw uniform in the ball of the given radius over all the float64 sums
+// together (the CPU's draw bit for bit).
 func (b *cudaBackend) addBall(radius float64, key kernels.NoiseKey) error {
-	var bufs []cuda.Buffer
-	var lens []int
-	for _, l := range b.layers {
-		bufs = append(bufs, l.gw, l.gb)
-		lens = append(lens, l.in*l.out, l.out)
-	}
-	return b.d.AddBall(bufs, lens, radius, philox(key))
+	bufs, lens := b.sums()
+	return b.d.AddBallF64(bufs, lens, radius, philox(key))
 }
 
 // addSecure is refused: the secure source draws on the CPU (CUDASupport keeps such runs off
@@ -496,17 +526,18 @@ func (b *cudaBackend) addSecure(*kernels.SecureSource, float64) error {
 	return errors.New("engine: cuda backend: secure noise is drawn on the CPU only")
 }
 
-// apply divides the sums by the expected batch size, checks them (ErrDiverged when one is not
-// finite) and applies u with the optimizer kernels, in float32 as the CPU's float32 update.
+// apply rounds the noisy float64 sums over the expected batch size to float32 (the CPU's
+// float32(v·(1/expected)), bit for bit), checks them (ErrDiverged when one is not finite) and
+// applies u with the optimizer kernels, in float32 as the CPU's float32 update.
 func (b *cudaBackend) apply(expected float64, u update) error {
 	d := b.d
-	inv := float32(1 / expected)
+	inv := 1 / expected
 	if err := d.Zero(b.flag, 4); err != nil {
 		return err
 	}
 	for _, l := range b.layers {
-		if err := firstErr(d.Scale(l.gw, l.in*l.out, inv), d.FlagNonFinite(b.flag, l.gw, l.in*l.out),
-			d.Scale(l.gb, l.out, inv), d.FlagNonFinite(b.flag, l.gb, l.out)); err != nil {
+		if err := firstErr(d.RoundScale(l.gw, l.gb, l.acc, l.in*l.out, l.out, inv), d.FlagNonFinite(b.flag, l.gw, l.in*l.out),
+			d.FlagNonFinite(b.flag, l.gb, l.out)); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,21 @@ const (
 	DeviceAuto = "auto" // the CUDA backend when it can take the run, else the CPU
 )
 
+// Precisions of Config.Precision: of the forward and backward GEMMs on the CUDA device.
+const (
+	PrecisionFP32 = "fp32" // float32 GEMMs (the default)
+	// PrecisionBF16: the forward pass's and the backpropagated errors' GEMMs take bfloat16
+	// operands with float32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F). Each example's
+	// gradient is still formed in float32 from the activations and errors those GEMMs give,
+	// its norm taken from the very values that are summed (ghost norms of a dense layer's
+	// rows, the materialized Ĝᵢ of a convolution), the clip coefficients, the float64 sums and
+	// the noise are those of fp32: the clip bound and the noise are exact regardless, only
+	// the gradient's direction is approximate (as any model's is).
+	PrecisionBF16 = "bf16"
+	// PrecisionFP64 is reported (Result.Precision) for a float64 run; Config takes fp32 or bf16.
+	PrecisionFP64 = "fp64"
+)
+
 // ErrDeviceUnavailable is wrapped by Train's error when Config.Device is DeviceCUDA and the
 // run cannot start on the device: no driver or device, the kernels do not load, the device
 // memory does not hold the model and data, or the configuration is one the CUDA backend
@@ -45,6 +60,20 @@ func (c *Config) validateDevice() error {
 	case DeviceCPU, DeviceCUDA, DeviceAuto:
 	default:
 		return fmt.Errorf("device %q: want %s, %s or %s", c.Device, DeviceCPU, DeviceCUDA, DeviceAuto)
+	}
+	switch c.Precision {
+	case "":
+		c.Precision = PrecisionFP32
+	case PrecisionFP32:
+	case PrecisionBF16:
+		if c.Device == DeviceCPU {
+			return fmt.Errorf("precision %s: the CPU computes in float32 or float64 only; bf16 needs device %s or %s", c.Precision, DeviceCUDA, DeviceAuto)
+		}
+		if c.Dtype == tensor.Float64 {
+			return fmt.Errorf("precision %s with float64: want one of them", c.Precision)
+		}
+	default:
+		return fmt.Errorf("precision %q: want %s or %s", c.Precision, PrecisionFP32, PrecisionBF16)
 	}
 	return nil
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// them. Results equal the CPU's to float32 rounding, not bitwise (the GEMMs sum in another
 	// order); a device run is reproducible and resumes bit for bit on the device.
 	Device string
+	// Precision of the forward and backward GEMMs on the CUDA device: PrecisionFP32 ("" too)
+	// or PrecisionBF16 (device.go; the per-example gradients, norms, clipping, sums and noise
+	// stay exact either way). The CPU computes in Dtype only: bf16 needs DeviceCUDA or DeviceAuto.
+	Precision string
 	// CUDA opens the device (zero value: the default device and libraries, DPSGD_LIBCUDA and
 	// DPSGD_LIBCUBLAS honoured).
 	CUDA cuda.Options
@@ -218,6 +222,10 @@ type Result struct {
 	// Device is where the steps ran: DeviceCPU or DeviceCUDA; DeviceName describes the GPU.
 	Device     string
 	DeviceName string
+	// Precision is that of the steps' forward and backward GEMMs: PrecisionBF16 only on the
+	// device when Config.Precision asked for it, else the run's Dtype, PrecisionFP32 or
+	// PrecisionFP64.
+	Precision string
 }
 
 // Progress receives the loop's events; all methods are called from the training goroutine.
@@ -459,9 +467,12 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
 	expected := smp.ExpectedBatchSize()
-	res = &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU}
+	res = &Result{Delta: pv.Delta, Epsilon: math.NaN(), ResumedFromStep: -1, LastCheckpointStep: -1, Device: DeviceCPU, Precision: PrecisionFP32}
+	if cfg.Dtype == tensor.Float64 {
+		res.Precision = PrecisionFP64
+	}
 	if r.dev != nil {
-		res.Device, res.DeviceName = DeviceCUDA, r.deviceName
+		res.Device, res.DeviceName, res.Precision = DeviceCUDA, r.deviceName, cfg.Precision
 	}
 	epsAt := func(steps int) (float64, error) {
 		if cfg.NonPrivate || pv.Accountant == nil {

@@ -388,6 +388,7 @@ func benchCellsText(r *bench.SamplersResult) string {
 // benchStepFlags are the flags of dpsgd bench step.
 type benchStepFlags struct {
 	dataset, model, hidden, activation, batches, device string
+	precision                                           string
 	physBatch, replicas, minSteps                       int
 	minTime                                             float64
 	float64, jsonOut, quiet                             bool
@@ -403,6 +404,7 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.activation, "activation", "tanh", "tanh or relu")
 	fs.StringVar(&f.batches, "batch-sizes", "256,1024", "logical batch sizes, comma-separated")
 	fs.StringVar(&f.device, "device", "auto", "cpu, auto (the CPU, and the GPU too when there is one) or cuda (the GPU only; float32 models)")
+	fs.StringVar(&f.precision, "precision", engine.PrecisionFP32, "the GPU rows' GEMMs: fp32, or bf16 (bfloat16 operands, fp32 accumulation; norms, clipping, sums and noise exact); the default stays fp32 until bf16 is measured on a real GPU (docs/gpu.md)")
 	fs.Var(countFlag{&f.physBatch, 0}, "physical-batch", "rows of the compiled graph (0: min(256, batch))")
 	fs.Var(countFlag{&f.replicas, 0}, "replicas", "graph replicas run in parallel (0: one per CPU)")
 	addBLASFlag(fs, &f.blas)
@@ -467,6 +469,14 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usagef("--device %q: want cpu, auto or cuda", f.device)
 	}
+	switch {
+	case f.precision != engine.PrecisionFP32 && f.precision != engine.PrecisionBF16:
+		return usagef("--precision %q: want fp32 or bf16", f.precision)
+	case f.precision == engine.PrecisionBF16 && f.device == bench.DeviceCPU:
+		return usagef("--precision bf16: the CPU computes in fp32 or fp64 only; want --device cuda or auto")
+	case f.precision == engine.PrecisionBF16 && f.float64:
+		return usagef("--precision bf16 with --float64: want one of them")
+	}
 	dt := tensor.Float32
 	if f.float64 {
 		dt = tensor.Float64
@@ -478,7 +488,8 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	blasDesc := blasInstall(blas, f.jsonOut || f.quiet, stderr)
 	defer blasRestore()
 	res, err := bench.Step(ctx, bench.StepConfig{Model: f.model, Arch: arch, Dtype: dt, BatchSizes: batches, Device: f.device,
-		PhysicalBatch: f.physBatch, Replicas: f.replicas, MinTime: time.Duration(f.minTime * float64(time.Second)), MinSteps: f.minSteps, Seed: 1})
+		PhysicalBatch: f.physBatch, Replicas: f.replicas, MinTime: time.Duration(f.minTime * float64(time.Second)), MinSteps: f.minSteps, Seed: 1,
+		Precision: f.precision})
 	if err != nil {
 		return benchErr(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/dpsgd/dpsgd/cuda"
@@ -14,13 +15,16 @@ import (
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
+	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
 	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
-const selftestHeader = `dpsgd selftest: check every CUDA kernel against the CPU backend on random inputs
-(float32 within 1e-5 relative; noise: the CPU's stream bit for bit, then mean/std/kurtosis over --draws
-normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events), noise
+const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
+CUDA kernel against the CPU backend on random inputs (dense and convolution layers: float32 within 1e-5
+relative, data movements bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+--draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
+device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
 
 Usage: dpsgd selftest [flags]`
@@ -36,8 +40,20 @@ type selftestCheck struct {
 	OK         bool `json:"ok"`
 }
 
+// selftestPTX says which kernel module the device loaded: its origin (the PTX embedded in
+// the binary, or the file --ptx named) and what its header records (kernels/cuda, mkptx.sh).
+type selftestPTX struct {
+	Source       string `json:"source"`
+	Compiler     string `json:"compiler"`
+	SourceSHA256 string `json:"source_sha256"`
+	// SourceMatches is whether the PTX was built from the dpsgd.cu this binary embeds.
+	SourceMatches bool `json:"source_matches"`
+	Kernels       int  `json:"kernels"`
+}
+
 type selftestResult struct {
 	Device      string          `json:"device"`
+	PTX         selftestPTX     `json:"ptx"`
 	Checks      []selftestCheck `json:"checks"`
 	Draws       int             `json:"draws"`
 	Mean        *float64        `json:"noise_mean"`
@@ -47,24 +63,31 @@ type selftestResult struct {
 	ClipNoiseGB *float64        `json:"clip_noise_gb_per_s"`
 	ClipNoiseMs *float64        `json:"clip_noise_ms"`
 	NoiseGS     *float64        `json:"noise_gsamples_per_s"`
-	DPStepMs    *float64        `json:"dp_step_ms"`
-	PlainStepMs *float64        `json:"nonprivate_step_ms"`
-	Ratio       *float64        `json:"dp_over_nonprivate"`
-	Batch       int             `json:"batch"`
-	OK          bool            `json:"ok"`
+	// CopyGB is the device's copy bandwidth (cuMemcpyDtoD, bytes read plus written), measured
+	// in the same run, and ClipNoiseOfCopy the clip+noise bandwidth as a fraction of it.
+	CopyGB          *float64 `json:"copy_gb_per_s"`
+	ClipNoiseOfCopy *float64 `json:"clip_noise_over_copy"`
+	DPStepMs        *float64 `json:"dp_step_ms"`
+	PlainStepMs     *float64 `json:"nonprivate_step_ms"`
+	Ratio           *float64 `json:"dp_over_nonprivate"`
+	Batch           int      `json:"batch"`
+	OK              bool     `json:"ok"`
 }
 
 // cmdSelftest runs `dpsgd selftest`: exit 0 when every check passes, 1 when one fails, 2 for
 // a usage error or no usable GPU.
 func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("selftest")
-	draws, batch, reps := 1_000_000, 256, 5
+	draws, batch, reps, copyMiB := 1_000_000, 256, 5, 256
 	asJSON, bench := false, true
+	ptxFile := ""
 	fs.Var(countFlag{&draws, 1000}, "draws", "normals drawn for the moment tests (default 1000000; 10^8 on a real GPU)")
 	fs.Var(countFlag{&batch, 1}, "batch", "batch size of the benchmark (default 256)")
 	fs.Var(countFlag{&reps, 1}, "reps", "repetitions of each timed benchmark (default 5)")
+	fs.Var(countFlag{&copyMiB, 1}, "copy-mib", "MiB copied device to device to measure the copy bandwidth (default 256)")
 	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks (--bench=false: the checks only)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.StringVar(&ptxFile, "ptx", "", "load the kernels from this PTX file (e.g. an nvcc build by make ptx) instead of the embedded one")
 	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, pflag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -73,12 +96,24 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if draws > 1<<33 {
 		return usagef("--draws %d: want at most 2^33", draws)
 	}
-	d, err := engine.OpenDevice(cuda.Options{})
+	opts, ptx := cuda.Options{}, selftestPTX{Source: "embedded (kernels/cuda/dpsgd.ptx)"}
+	text := kcuda.PTX()
+	if ptxFile != "" {
+		b, err := os.ReadFile(ptxFile)
+		if err != nil {
+			return usagef("--ptx: %v", err)
+		}
+		text, opts.PTX, ptx.Source = string(b), string(b), ptxFile
+	}
+	ptx.Compiler, ptx.SourceSHA256 = kcuda.HeaderOf(text, "compiler"), kcuda.HeaderOf(text, "source-sha256")
+	ptx.SourceMatches = ptx.SourceSHA256 == kcuda.SourceSHA256Of(kcuda.Source())
+	d, err := engine.OpenDevice(opts)
 	if err != nil {
 		return usagef("selftest needs a GPU: %v", err)
 	}
 	defer d.Close()
-	res := selftestResult{Device: d.Info().String(), Draws: draws, Batch: batch}
+	ptx.Kernels = d.Info().Kernels
+	res := selftestResult{Device: d.Info().String(), PTX: ptx, Draws: draws, Batch: batch}
 	res.Checks, err = selftestKernels(d)
 	if err != nil {
 		return err
@@ -96,7 +131,7 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		res.OK = res.OK && c.OK
 	}
 	if bench {
-		if err := selftestBench(d, batch, reps, &res); err != nil {
+		if err := selftestBench(d, batch, reps, copyMiB, &res); err != nil {
 			return err
 		}
 	}
@@ -106,6 +141,8 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	} else {
 		fmt.Fprintf(stdout, "device: %s\n", res.Device)
+		fmt.Fprintf(stdout, "PTX: %s, %d kernels, built by %s from dpsgd.cu %.12s (this binary's source: %v)\n",
+			res.PTX.Source, res.PTX.Kernels, res.PTX.Compiler, res.PTX.SourceSHA256, res.PTX.SourceMatches)
 		for _, c := range res.Checks {
 			verdict := map[bool]string{true: "ok", false: "FAIL"}[c.OK]
 			if c.Mismatches != nil {
@@ -116,8 +153,9 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stdout, "noise over %d draws: mean %s std %s kurtosis %s  %s\n", draws, selftestFmt(res.Mean), selftestFmt(res.Std), selftestFmt(res.Kurtosis), map[bool]string{true: "ok", false: "FAIL"}[res.NoiseOK])
 		if bench {
-			fmt.Fprintf(stdout, "clip+noise (batch %d, MLP 784-256-10): %s ms, %s GB/s; noise %s G samples/s; DP step %s ms vs non-private %s ms (ratio %s)\n",
-				batch, selftestFmt(res.ClipNoiseMs), selftestFmt(res.ClipNoiseGB), selftestFmt(res.NoiseGS), selftestFmt(res.DPStepMs), selftestFmt(res.PlainStepMs), selftestFmt(res.Ratio))
+			fmt.Fprintf(stdout, "clip+noise (batch %d, MLP 784-256-10): %s ms, %s GB/s (%s of the copy bandwidth, %s GB/s); noise %s G samples/s; DP step %s ms vs non-private %s ms (ratio %s)\n",
+				batch, selftestFmt(res.ClipNoiseMs), selftestFmt(res.ClipNoiseGB), selftestFmt(res.ClipNoiseOfCopy), selftestFmt(res.CopyGB),
+				selftestFmt(res.NoiseGS), selftestFmt(res.DPStepMs), selftestFmt(res.PlainStepMs), selftestFmt(res.Ratio))
 		}
 	}
 	if !res.OK {
@@ -165,6 +203,23 @@ func selftestMaxRel(got, want []float32) float64 {
 	return worst
 }
 
+// selftestMaxRel64 is selftestMaxRel for float64 vectors.
+func selftestMaxRel64(got, want []float64) float64 {
+	scale := 0.0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(v))
+	}
+	worst := 0.0
+	for i, w := range want {
+		g := got[i]
+		if math.IsNaN(g) != math.IsNaN(w) {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, math.Abs(g-w)/math.Max(math.Max(math.Abs(w), scale*1e-2), 1e-300))
+	}
+	return worst
+}
+
 func selftestF32(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -200,8 +255,8 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	kernels.RowSqNorms(esq, e, b, h)
 	kernels.GhostAccum(norm2, asq, esq, true)
 	kernels.ClipCoefs(coef, norm2, nil, 30)
-	wantW, wantB := make([]float32, din*h), make([]float32, h)
-	kernels.ClippedSum(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h))
+	wantW, wantB := make([]float64, din*h), make([]float64, h)
+	kernels.ClippedSumWide(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h), make([]float64, b*(din+h)))
 	A, err := alloc(b * din * 4)
 	if err != nil {
 		return nil, err
@@ -211,20 +266,20 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	Esq, _ := alloc(b * 8)
 	N2, _ := alloc(b * 8)
 	C, _ := alloc(b * 8)
-	W, _ := alloc(din * h * 4)
-	B, _ := alloc(h * 4)
+	ACC, _ := alloc((din + 1) * h * 8)
+	WA, _ := alloc(b * (din + 1) * 8)
+	WS, _ := alloc(b * h * 8)
 	S, err := alloc(b * h * 4)
 	if err != nil {
 		return nil, err
 	}
 	if err := errors.Join(cuda.Upload(d, A, a), cuda.Upload(d, E, e), d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h),
 		d.Zero(N2, b*8), d.GhostAccum(N2, Asq, Esq, b, true), d.ClipCoefs(C, N2, cuda.Buffer{}, 30, b),
-		d.ClippedSum(W, B, A, E, b, din, h, C, S)); err != nil {
+		d.ClippedSumWide(ACC, A, E, b, din, h, C, S, WA, WS, true)); err != nil {
 		return nil, err
 	}
-	gn2, gc := make([]float64, b), make([]float64, b)
-	gw, gb := make([]float32, din*h), make([]float32, h)
-	if err := errors.Join(cuda.Download(d, gn2, N2), cuda.Download(d, gc, C), cuda.Download(d, gw, W), cuda.Download(d, gb, B)); err != nil {
+	gn2, gc, acc := make([]float64, b), make([]float64, b), make([]float64, (din+1)*h)
+	if err := errors.Join(cuda.Download(d, gn2, N2), cuda.Download(d, gc, C), cuda.Download(d, acc, ACC)); err != nil {
 		return nil, err
 	}
 	rel := func(x, y []float64) float64 {
@@ -236,8 +291,9 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	}
 	add("row_sqnorm+ghost_accum", rel(gn2, norm2), 1e-12)
 	add("clip_coef", rel(gc, coef), 1e-12)
-	add("clipped_sum (cuBLAS)", selftestMaxRel(gw, wantW), 1e-5)
-	add("col_sum (bias)", selftestMaxRel(gb, wantB), 1e-5)
+	// The float64 clipped sums: exact products, so only the order of the float64 sums differs.
+	add("clipped_sum float64 (widen + cuBLAS DGEMM)", selftestMaxRel64(acc[:din*h], wantW), 1e-12)
+	add("clipped_sum float64 (bias)", selftestMaxRel64(acc[din*h:], wantB), 1e-12)
 
 	const n = 1 << 16
 	key := kernels.NoiseKey{Seed: rng.Uint64(), Step: 7, Tensor: 2}
@@ -290,6 +346,197 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		name := map[bool]string{false: "relu", true: "tanh"}[tanh]
 		add(name, selftestMaxRel(got, want), 1e-5)
 	}
+	conv, err := selftestConv(d, rng, alloc)
+	return append(out, conv...), err
+}
+
+// selftestConv checks the convolution kernels on the MNIST CNN's two layers (engine/nn's
+// nn.CNN on 1×28×28 images) against engine/nn's CPU reference: the data movements (im2col of
+// the images and of a row-layout input, its gradient col2im, max pooling with its argmax and
+// the pooling gradient) bit for bit, since they move the same values and add the same terms
+// in the same order; the per-example gradients Ĝᵢ (one strided-batched GEMM and the bias
+// column sums) against kernels.Gemm within 1e-5 relative; and the clipped sum Σ cᵢ·Ĝᵢ
+// (coef_sum) bit for bit against float64 sums of the device's own Ĝᵢ in example order.
+func selftestConv(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
+	const b = 4
+	layouts, err := nn.CNN([]int{1, 28, 28}, 10, nil, nn.ReLU).ConvLayouts()
+	if err != nil {
+		return nil, err
+	}
+	var out []selftestCheck
+	exact := func(name string, got, want []float32) {
+		miss := selftestMismatches(got, want)
+		out = append(out, selftestCheck{Kernel: name, MaxErr: num(selftestMaxRel(got, want)), Mismatches: &miss, OK: miss == 0})
+	}
+	// run uploads the inputs, runs fn and downloads n float32 values of res.
+	up := func(x []float32) (cuda.Buffer, error) {
+		buf, err := alloc(max(len(x), 1) * 4)
+		if err == nil {
+			err = cuda.Upload(d, buf, x)
+		}
+		return buf, err
+	}
+	down := func(buf cuda.Buffer, n int) ([]float32, error) {
+		v := make([]float32, n)
+		return v, cuda.Download(d, v, buf)
+	}
+	for li, l := range layouts {
+		name := fmt.Sprintf("conv%d", li+1)
+		win := cuda.Window{C: l.InC, H: l.InH, W: l.InW, K: l.Spec.Kernel, S: l.Spec.Stride, Pad: l.Spec.Pad}
+		cols, rows := l.InC*l.Spec.Kernel*l.Spec.Kernel, l.OutH*l.OutW
+		x := selftestF32(rng, b*l.InC*l.InH*l.InW)
+		want := make([]float32, b*rows*cols)
+		if li == 0 {
+			nn.Im2Col(want, x, b, l)
+		} else {
+			nn.Patches(want, x, b, l)
+		}
+		X, err := up(x)
+		if err != nil {
+			return nil, err
+		}
+		P, err := alloc(len(want) * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Im2Col(P, X, b, win, li == 0); err != nil {
+			return nil, err
+		}
+		got, err := down(P, len(want))
+		if err != nil {
+			return nil, err
+		}
+		exact(name+" im2col (bit-exact)", got, want)
+		if li > 0 {
+			dp := selftestF32(rng, len(want))
+			dx := make([]float32, len(x))
+			nn.PatchesGrad(dx, dp, b, l)
+			DP, err := up(dp)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.Col2Im(X, DP, b, win); err != nil {
+				return nil, err
+			}
+			if got, err = down(X, len(x)); err != nil {
+				return nil, err
+			}
+			exact(name+" col2im (bit-exact)", got, dx)
+		}
+		// Per-example gradients of the layer: A the patch matrix P, E random errors.
+		h := l.Spec.Filters
+		n := (cols + 1) * h
+		e := selftestF32(rng, b*rows*h)
+		E, err := up(e)
+		if err != nil {
+			return nil, err
+		}
+		G, err := alloc(b * n * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.ExampleGrads(G, P, E, b, rows, cols, h); err != nil {
+			return nil, err
+		}
+		g, err := down(G, b*n)
+		if err != nil {
+			return nil, err
+		}
+		wantG := make([]float32, b*n)
+		for i := range b {
+			gi := wantG[i*n : (i+1)*n]
+			kernels.Gemm(true, false, cols, h, rows, 1, want[i*rows*cols:(i+1)*rows*cols], cols, e[i*rows*h:(i+1)*rows*h], h, 0, gi[:cols*h], h)
+			for r := range rows {
+				for j := range h {
+					gi[cols*h+j] += e[(i*rows+r)*h+j]
+				}
+			}
+		}
+		out = append(out, selftestCheck{Kernel: name + " per-example grads (strided-batched GEMM)", MaxErr: num(selftestMaxRel(g, wantG)), Tol: 1e-5,
+			OK: selftestMaxRel(g, wantG) <= 1e-5})
+		coef := []float64{1, 0.5, 0, 0.125}
+		acc := make([]float64, n)
+		for i, c := range coef {
+			if c == 0 {
+				continue
+			}
+			for j := range acc {
+				acc[j] += c * float64(g[i*n+j])
+			}
+		}
+		wantSum := make([]float32, n)
+		for j, v := range acc {
+			wantSum[j] = float32(v)
+		}
+		C, err := alloc(b * 8)
+		if err != nil {
+			return nil, err
+		}
+		ACC, err := alloc(n * 8)
+		if err != nil {
+			return nil, err
+		}
+		W, err := alloc(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		bias, err := alloc(h * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := errors.Join(cuda.Upload(d, C, coef), d.CoefSum(ACC, W, bias, G, C, b, cols, h, true)); err != nil {
+			return nil, err
+		}
+		gw, err := down(W, cols*h)
+		if err != nil {
+			return nil, err
+		}
+		gb, err := down(bias, h)
+		if err != nil {
+			return nil, err
+		}
+		exact(name+" clipped sum Σcᵢ·Ĝᵢ (bit-exact)", append(gw, gb...), wantSum)
+		if l.Spec.PoolKernel == 0 {
+			continue
+		}
+		pw := cuda.Window{C: h, H: l.OutH, W: l.OutW, K: l.Spec.PoolKernel, S: l.Spec.PoolStride}
+		z := selftestF32(rng, b*rows*h)
+		pooled := make([]float32, b*l.PoolH*l.PoolW*h)
+		nn.Pool(pooled, z, b, l)
+		Z, err := up(z)
+		if err != nil {
+			return nil, err
+		}
+		O, err := alloc(len(pooled) * 4)
+		if err != nil {
+			return nil, err
+		}
+		I, err := alloc(len(pooled) * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.MaxPool(O, I, Z, b, pw); err != nil {
+			return nil, err
+		}
+		if got, err = down(O, len(pooled)); err != nil {
+			return nil, err
+		}
+		exact(name+" maxpool (bit-exact)", got, pooled)
+		dy := selftestF32(rng, len(pooled))
+		dz := make([]float32, len(z))
+		nn.PoolGrad(dz, z, dy, b, l)
+		DY, err := up(dy)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.MaxPoolBackward(Z, DY, I, b, pw); err != nil {
+			return nil, err
+		}
+		if got, err = down(Z, len(z)); err != nil {
+			return nil, err
+		}
+		exact(name+" maxpool backward (bit-exact)", got, dz)
+	}
 	return out, nil
 }
 
@@ -330,7 +577,7 @@ func selftestMoments(ctx context.Context, d *cuda.Device, draws int) (mean, std,
 // selftestBench times, on an MLP 784-256-10 at the given batch: the clip+noise part (ghost
 // norms of both layers, clip coefficients, clipped sums, Gaussian noise) with CUDA events and
 // its bytes; noise generation (min(2²⁴, max(draws, 2¹⁶)) normals); the whole DP step against the non-private step.
-func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
+func selftestBench(d *cuda.Device, batch, reps, copyMiB int, res *selftestResult) error {
 	arch := nn.MLP([]int{784}, 10, []int{256}, nn.ReLU)
 	ds := &datasets.Dataset{Name: "bench", N: 4 * batch, D: 784, Classes: 10, X: make([]float32, 4*batch*784), Y: make([]int, 4*batch), Shape: []int{784}}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -397,24 +644,26 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		bufs = append(bufs, b)
 		return b
 	}
-	var A, E, W, Bb []cuda.Buffer
+	var A, E, Acc []cuda.Buffer
 	for _, l := range ls {
 		a := alloc(batch * l.in * 4)
 		e := alloc(batch * l.out * 4)
 		if err == nil {
 			err = errors.Join(cuda.Upload(d, a, selftestF32(rng, batch*l.in)), cuda.Upload(d, e, selftestF32(rng, batch*l.out)))
 		}
-		A, E, W, Bb = append(A, a), append(E, e), append(W, alloc(l.in*l.out*4)), append(Bb, alloc(l.out*4))
+		A, E, Acc = append(A, a), append(E, e), append(Acc, alloc((l.in+1)*l.out*8))
 	}
 	asq, esq, n2, c, s := alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*8), alloc(batch*256*4)
+	wa, ws := alloc(batch*(784+1)*8), alloc(batch*256*8)
 	if err != nil {
 		return err
 	}
 	var bytes float64
 	for _, l := range ls {
-		// norms read A and E; the clipped sum reads A, E, writes S, reads S (bias, GEMM), writes W, b;
-		// the noise reads and writes W and b.
-		bytes += 4 * float64(2*batch*l.in+4*batch*l.out+3*(l.in*l.out+l.out))
+		// norms read A and E (float32); the clipped sum reads E, writes S (float32), reads A and S
+		// and writes them widened (float64), which the DGEMM reads, writing the float64 sums;
+		// the noise reads and writes the sums (float64).
+		bytes += 4*float64(2*batch*l.in+4*batch*l.out) + 8*float64(2*batch*(l.in+1)+2*batch*l.out+3*(l.in+1)*l.out)
 	}
 	el, err := d.Elapsed(func() error {
 		for r := range reps {
@@ -430,9 +679,10 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 				return err
 			}
 			for i, l := range ls {
-				if err := errors.Join(d.ClippedSum(W[i], Bb[i], A[i], E[i], batch, l.in, l.out, c, s),
-					d.AddGaussian(W[i], l.in*l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
-					d.AddGaussian(Bb[i], l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
+				nw := l.in * l.out
+				if err := errors.Join(d.ClippedSumWide(Acc[i], A[i], E[i], batch, l.in, l.out, c, s, wa, ws, true),
+					d.AddGaussianF64(Acc[i].Sub(0, nw*8), nw, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2 * i)}, 0),
+					d.AddGaussianF64(Acc[i].Sub(nw*8, l.out*8), l.out, 1, cuda.PhiloxKey{Seed: 1, Step: uint64(r), Tensor: uint32(2*i + 1)}, 0)); err != nil {
 					return err
 				}
 			}
@@ -463,5 +713,28 @@ func selftestBench(d *cuda.Device, batch, reps int, res *selftestResult) error {
 		return err
 	}
 	res.NoiseGS = num(float64(nn24) * float64(reps) / el.Seconds() / 1e9)
+
+	// The copy bandwidth: copyMiB MiB from one buffer to another, reps times.
+	size := copyMiB << 20
+	src, dst := alloc(size), alloc(size)
+	if err != nil {
+		return err
+	}
+	if err := d.Zero(src, size); err != nil {
+		return err
+	}
+	el, err = d.Elapsed(func() error {
+		for range reps {
+			if err := d.Copy(dst, src, size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.CopyGB = num(2 * float64(size) * float64(reps) / el.Seconds() / 1e9)
+	res.ClipNoiseOfCopy = num(*res.ClipNoiseGB / *res.CopyGB)
 	return nil
 }

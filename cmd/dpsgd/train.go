@@ -97,6 +97,8 @@ type trainFlags struct {
 	privateStats                        bool // --private-stats: show the non-private training statistics
 	allowChance                         bool // --allow-chance: no usability guard (train_guard.go)
 	device, noise                       string
+	precision                           string
+	deviceTimeout                       time.Duration
 	blas                                string // --blas ("" when not given: DPSGD_BLAS, else auto)
 	replicas                            int
 	set                                 map[string]bool
@@ -148,7 +150,9 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ) guarantee")
 	fs.Float64Var(&f.targetEps, "target-epsilon", 0, "privacy budget ε: training stops before exceeding it, and σ is calibrated to it unless --sigma is given (the default applies to Gaussian noise without --sigma)")
 	fs.BoolVar(&f.nonPrivate, "non-private", false, "baseline without clipping and noise (same code path)")
-	fs.StringVar(&f.device, "device", "auto", "auto, cpu or cuda")
+	fs.StringVar(&f.device, "device", "auto", "auto (the GPU when one is usable and takes the model, else the CPU, with one line saying why), cpu or cuda")
+	fs.StringVar(&f.precision, "precision", engine.PrecisionFP32, "GEMMs of the forward and backward passes on the GPU: fp32, or bf16 (bfloat16 operands, fp32 accumulation; per-example norms, clipping, sums and noise stay exact); the default stays fp32 until bf16 is measured on a real GPU (docs/gpu.md)")
+	fs.DurationVar(&f.deviceTimeout, "device-timeout", 2*time.Minute, "deadline of each call to the GPU: a hung driver is an error after it (auto: the CPU when it hangs while opening)")
 	fs.StringVar(&f.noise, "noise", "gaussian", "noise mechanism: gaussian, or ball (uniform in a ball over all parameters, Tholeti's perturbed gradient descent; --delta is then the total δ the run may spend)")
 	fs.Float64Var(&f.radius, "radius", 0, "--noise ball: ball radius r as a multiple of --clip (noise radius r·C); default: calibrated so that the planned epochs spend exactly --delta")
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
@@ -233,6 +237,9 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	case "auto", "cpu", "cuda":
 	default:
 		return nil, usagef("--device %q: want auto, cpu or cuda", f.device)
+	}
+	if err := f.checkPrecision(); err != nil {
+		return nil, err
 	}
 	if err := f.checkNoise(); err != nil {
 		return nil, err
@@ -572,6 +579,7 @@ type trainJSON struct {
 	Seconds           float64            `json:"seconds"`
 	Interrupted       bool               `json:"interrupted"`
 	Device            string             `json:"device"`      // where the steps ran: cpu or cuda
+	Precision         string             `json:"precision"`   // of the steps' GEMMs: fp32 or fp64 (--float64), or bf16 on the GPU
 	DeviceName        string             `json:"device_name"` // the GPU, or the CPU
 	BLAS              string             `json:"blas"`        // the CPU BLAS: gonum (pure Go), or the library, its version and threads
 	Seed              uint64             `json:"seed"`
@@ -678,7 +686,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.priv.SigmaSource, Clip: rc.cfg.Clip,
 		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
-		Device: res.Device, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
+		Device: res.Device, Precision: res.Precision, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
 		NotCovered: notCovered(f.privateStats),
 	}

@@ -52,9 +52,8 @@ func TestNormsClipScaleAgainstCPU(t *testing.T) {
 	if nf != 2 {
 		t.Fatalf("CPU nonFinite = %d", nf)
 	}
-	wantW, wantB := make([]float32, din*h), make([]float32, h)
-	kernels.ClippedSum(wantW, wantB, append([]float32(nil), a...), append([]float32(nil), e...), b, din, h, coef, make([]float32, b*h))
-
+	wantW, wantB := make([]float64, din*h), make([]float64, h)
+	kernels.ClippedSumWide(wantW, wantB, a, e, b, din, h, coef, make([]float32, b*h), make([]float64, b*(din+h)))
 	A, E, M := upload(t, d, a), upload(t, d, e), upload(t, d, mask)
 	Asq, Esq, N2, C := mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8), mustAlloc(t, d, b*8)
 	if err := errors.Join(d.RowSqNorms(Asq, A, b, din), d.RowSqNorms(Esq, E, b, h), d.Zero(N2, b*8),
@@ -71,15 +70,28 @@ func TestNormsClipScaleAgainstCPU(t *testing.T) {
 			t.Fatalf("coef[%d] = %v, CPU %v", i, gc[i], coef[i])
 		}
 	}
-	W, B, S := mustAlloc(t, d, din*h*4), mustAlloc(t, d, h*4), mustAlloc(t, d, b*h*4)
-	if err := d.ClippedSum(W, B, A, E, b, din, h, C, S); err != nil {
-		t.Fatal(err)
-	}
-	gw, gb := download[float32](t, d, W, din*h), download[float32](t, d, B, h)
-	checkClose(t, "W", gw, wantW, 1e-5)
-	for j := range gb {
-		if gb[j] != wantB[j] {
-			t.Fatalf("bias[%d] = %v, CPU %v (want bit-equal: same order)", j, gb[j], wantB[j])
+	// The clipped sums in float64 (ClippedSumWide, one DGEMM of the widened operands, the
+	// bias out of its ones column) against kernels.ClippedSumWide, over two physical batches:
+	// the second adds to the first. The products are exact in float64 on both sides, so the
+	// sums differ by float64 rounding in another order only: 1e-12 relative to the larger of
+	// |v| and 1e-2·max|v| (a NaN row that reached the GEMM would make them NaN).
+	ACC, S := mustAlloc(t, d, (din+1)*h*8), mustAlloc(t, d, b*h*4)
+	WA, WS := mustAlloc(t, d, b*(din+1)*8), mustAlloc(t, d, b*h*8)
+	for pass := range 2 {
+		if err := d.ClippedSumWide(ACC, A, E, b, din, h, C, S, WA, WS, pass == 0); err != nil {
+			t.Fatal(err)
+		}
+		acc := download[float64](t, d, ACC, (din+1)*h)
+		want := append(append([]float64(nil), wantW...), wantB...)
+		scale := 0.0
+		for _, v := range want {
+			scale = math.Max(scale, math.Abs(v))
+		}
+		for j, w := range want {
+			w *= float64(pass + 1)
+			if g := acc[j]; math.IsNaN(g) || math.Abs(g-w) > 1e-12*math.Max(math.Abs(w), 1e-2*scale) {
+				t.Fatalf("pass %d: clipped sum %d = %v, CPU %v", pass, j, g, w)
+			}
 		}
 	}
 	// ScaleRows alone.
@@ -176,7 +188,7 @@ func TestGaussianStreamBits(t *testing.T) {
 			fill := make([]float64, n)
 			kernels.FillGaussianAt(fill, key, off)
 			g := mustAlloc(t, d, 8*n)
-			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), g, int64(n), 0.0, key.Seed, key.Step, key.Tensor, off, int32(1)); err != nil {
+			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), g, int64(n), 0.0, drv.Buffer{}, key.Seed, key.Step, key.Tensor, off, int32(1)); err != nil {
 				t.Fatal(err)
 			}
 			got := download[float64](t, d, g, n)
@@ -198,7 +210,7 @@ func TestGaussianStreamBits(t *testing.T) {
 			want := append([]float64(nil), x...)
 			kernels.AddGaussianAt(want, 1.7, key, off)
 			gx := upload(t, d, x)
-			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), gx, int64(n), 1.7, key.Seed, key.Step, key.Tensor, off, int32(0)); err != nil {
+			if err := d.Launch("gaussian_f64", drv.Grid(int64(n/2+1)), gx, int64(n), 1.7, drv.Buffer{}, key.Seed, key.Step, key.Tensor, off, int32(0)); err != nil {
 				t.Fatal(err)
 			}
 			got = download[float64](t, d, gx, n)
@@ -217,7 +229,7 @@ func TestGaussianStreamBits(t *testing.T) {
 	// The value whose float32 sum first showed the mistyped constant, by its own path.
 	key := keys[0]
 	g := mustAlloc(t, d, 8)
-	if err := d.Launch("gaussian_f64", drv.Grid(1), g, int64(1), 0.0, key.Seed, key.Step, key.Tensor, uint64(5663), int32(1)); err != nil {
+	if err := d.Launch("gaussian_f64", drv.Grid(1), g, int64(1), 0.0, drv.Buffer{}, key.Seed, key.Step, key.Tensor, uint64(5663), int32(1)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := download[float64](t, d, g, 1)[0], key.Normal(5663); math.Float64bits(got) != math.Float64bits(want) {

@@ -217,8 +217,11 @@ KERNEL void gaussian_f32(float* g, i64 n, double std, const double* stdp, u64 se
 }
 
 /* gaussian_f32 on a double tensor (kernels.AddGaussianAt / FillGaussianAt[float64]): the
-   stream itself, unrounded, so that its every bit can be checked against the CPU. */
-KERNEL void gaussian_f64(double* g, i64 n, double std, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+   stream itself, unrounded, so that its every bit can be checked against the CPU, and the
+   noise of the CUDA backend's step, added to its float64 clipped sums as the CPU adds it to
+   its own; std is *stdp when stdp is not null (ball noise). */
+KERNEL void gaussian_f64(double* g, i64 n, double std, const double* stdp, u64 seed, u64 step, u32 tensor, u64 off, int fill) {
+	if (stdp) std = *stdp;
 	GSTRIDE_LOOP(b, window_blocks(n, off)) {
 		u64 j = (off >> 1) + (u64)b;
 		double z[2];
@@ -360,22 +363,6 @@ KERNEL void scale_rows_f32(float* dst, const float* src, int rows, int cols, con
 	GSTRIDE_LOOP(k, (i64)rows * cols) {
 		double ci = c[k / cols];
 		dst[k] = ci == 0 ? 0.0f : (ci == 1 ? src[k] : (float)ci * src[k]);
-	}
-}
-
-/* Rows of a with c[i] = 0 set to 0, so that a non-finite dropped row cannot reach a GEMM. */
-KERNEL void zero_rows_f32(float* a, int rows, int cols, const double* c) {
-	GSTRIDE_LOOP(k, (i64)rows * cols) {
-		if (c[k / cols] == 0) a[k] = 0.0f;
-	}
-}
-
-/* out[j] = Σ_i s[i·cols+j] in float, rows in increasing order (the CPU bias sum). */
-KERNEL void col_sum_f32(float* out, const float* s, int rows, int cols) {
-	GSTRIDE_LOOP(j, cols) {
-		float acc = 0.0f;
-		for (i64 i = 0; i < rows; i++) acc += s[i * cols + j];
-		out[j] = acc;
 	}
 }
 
@@ -630,6 +617,54 @@ KERNEL void coef_sum_f32(double* acc, float* w, float* bias, const float* g, con
 			w[j] = (float)a;
 		} else {
 			bias[j - nw] = (float)a;
+		}
+	}
+}
+
+/* ---------------- mixed precision ---------------- */
+
+/* out[k] ← x[k] rounded to bfloat16 (the upper 16 bits of the float32 after rounding to
+   nearest, ties to even; overflow to ±Inf; a NaN stays a quiet NaN), the operands of the
+   bf16 GEMMs (cublasGemmEx, fp32 accumulation) of --precision bf16. */
+KERNEL void to_bf16(unsigned short* out, const float* x, i64 n) {
+	GSTRIDE_LOOP(k, n) {
+		union { float f; u32 u; } v;
+		v.f = x[k];
+		u32 u = v.u;
+		if ((u & 0x7fffffffu) > 0x7f800000u) {
+			out[k] = (unsigned short)((u >> 16) | 0x40u);
+		} else {
+			u += 0x7fffu + ((u >> 16) & 1u);
+			out[k] = (unsigned short)(u >> 16);
+		}
+	}
+}
+
+/* The float64 operands of a dense layer's clipped sum (kernels.ClippedSumWide): out row i
+   (cols + ones values) ← the float32 row i of a widened exactly, 0 where c is given and
+   c[i] = 0 (a dropped row, which may hold NaN, must not reach the GEMM), then, with ones, a
+   last column of 1 (the bias: 1ᵀ·diag(c)·E comes out of the same GEMM as Aᵀ·diag(c)·E). */
+KERNEL void widen_rows_f32(double* out, const float* a, int rows, int cols, const double* c, int ones) {
+	i64 w = (i64)cols + (ones ? 1 : 0);
+	GSTRIDE_LOOP(t, (i64)rows * w) {
+		i64 i = t / w, j = t % w;
+		if (j == cols) {
+			out[t] = 1.0;
+		} else {
+			out[t] = (c && c[i] == 0) ? 0.0 : (double)a[i * cols + j];
+		}
+	}
+}
+
+/* The step's gradient from its noisy float64 sums (engine cpuBackend.apply): w[j] ←
+   float(acc[j]·inv) for j < nw, bias[j − nw] for nw ≤ j < n. */
+KERNEL void round_scale_f64(float* w, float* bias, const double* acc, int n, int nw, double inv) {
+	GSTRIDE_LOOP(j, n) {
+		float v = (float)(acc[j] * inv);
+		if (j < nw) {
+			w[j] = v;
+		} else {
+			bias[j - nw] = v;
 		}
 	}
 }

@@ -7,7 +7,9 @@
 package cuda
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"regexp"
 	"strings"
 )
@@ -24,14 +26,25 @@ func PTX() string { return ptx }
 // Source returns the embedded CUDA source the PTX was built from.
 func Source() string { return source }
 
-// header returns the value of the "// key: value" line of the PTX header, or "".
-func header(key string) string {
-	for _, line := range strings.SplitN(ptx, "\n", 8) {
+// header returns the value of the "// key: value" line of the embedded PTX's header, or "".
+func header(key string) string { return HeaderOf(ptx, key) }
+
+// HeaderOf returns the value of the "// key: value" line in the header of the PTX text
+// (mkptx.sh writes source-sha256 and compiler), or "" when it has none, as a PTX built
+// outside make ptx.
+func HeaderOf(text, key string) string {
+	for _, line := range strings.SplitN(text, "\n", 8) {
 		if v, ok := strings.CutPrefix(line, "// "+key+": "); ok {
 			return strings.TrimSpace(v)
 		}
 	}
 	return ""
+}
+
+// SourceSHA256Of returns the hex SHA-256 of a kernel source text, as mkptx.sh records it.
+func SourceSHA256Of(src string) string {
+	sum := sha256.Sum256([]byte(src))
+	return hex.EncodeToString(sum[:])
 }
 
 // SourceSHA256 returns the hex SHA-256 of the source recorded in the PTX header.

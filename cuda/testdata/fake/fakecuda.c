@@ -19,7 +19,8 @@
      FAKECUDA_OOM_AT=N        the N-th and later cuMemAlloc fail with CUDA_ERROR_OUT_OF_MEMORY
      FAKECUDA_MODULE_FAIL=1   cuModuleLoadData fails with CUDA_ERROR_INVALID_PTX
      FAKECUDA_LAUNCH_FAIL=N   the N-th and later cuLaunchKernel fail with CUDA_ERROR_LAUNCH_FAILED
-     FAKECUDA_HANG_SYNC=1     cuStreamSynchronize never returns (tests the request deadline)
+     FAKECUDA_HANG_SYNC=N     the N-th and later cuStreamSynchronize never return (tests the request deadline)
+     FAKECUDA_HANG_INIT=1     cuInit never returns (a driver that hangs while the device opens)
 */
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* _longjmp between fiber stacks: no __longjmp_chk */
@@ -136,7 +137,7 @@ static long env_long(const char* k) {
 static int bad_pointer;
 
 static void k_gaussian_f32(void** params) { CHK(0) CHK(3) gaussian_f32(P(0, float*), P(1, i64), P(2, double), P(3, const double*), P(4, u64), P(5, u64), P(6, u32), P(7, u64), P(8, int)); }
-static void k_gaussian_f64(void** params) { CHK(0) gaussian_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64), P(7, int)); }
+static void k_gaussian_f64(void** params) { CHK(0) CHK(3) gaussian_f64(P(0, double*), P(1, i64), P(2, double), P(3, const double*), P(4, u64), P(5, u64), P(6, u32), P(7, u64), P(8, int)); }
 static void k_laplace_f64(void** params) { CHK(0) laplace_f64(P(0, double*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_laplace_f32(void** params) { CHK(0) laplace_f32(P(0, float*), P(1, i64), P(2, double), P(3, u64), P(4, u64), P(5, u32), P(6, u64)); }
 static void k_ball_lanes(void** params) { CHK(0) ball_lanes(P(0, double*), P(1, i64), P(2, u64), P(3, u64), P(4, u32)); }
@@ -145,8 +146,6 @@ static void k_row_sqnorm_f32(void** params) { CHK(0) CHK(1) row_sqnorm_f32(P(0, 
 static void k_ghost_accum(void** params) { CHK(0) CHK(1) CHK(2) ghost_accum(P(0, double*), P(1, const double*), P(2, const double*), P(3, int), P(4, double)); }
 static void k_clip_coef(void** params) { CHK(0) CHK(1) CHK(2) clip_coef(P(0, double*), P(1, const double*), P(2, const double*), P(3, double), P(4, int)); }
 static void k_scale_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) scale_rows_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, const double*)); }
-static void k_zero_rows_f32(void** params) { CHK(0) CHK(3) zero_rows_f32(P(0, float*), P(1, int), P(2, int), P(3, const double*)); }
-static void k_col_sum_f32(void** params) { CHK(0) CHK(1) col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int)); }
 static void k_pad_mask(void** params) { CHK(0) pad_mask(P(0, double*), P(1, int), P(2, int)); }
 static void k_gather_batch_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) CHK(5) gather_batch_f32(P(0, float*), P(1, float*), P(2, const float*), P(3, const int*), P(4, const int*), P(5, const double*), P(6, int), P(7, int), P(8, int)); }
 static void k_bias_add_f32(void** params) { CHK(0) CHK(1) bias_add_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int)); }
@@ -163,6 +162,9 @@ static void k_maxpool_bwd_f32(void** params) { CHK(0) CHK(1) CHK(2) maxpool_bwd_
 static void k_example_col_sum_f32(void** params) { CHK(0) CHK(1) example_col_sum_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, i64)); }
 static void k_add_f64(void** params) { CHK(0) CHK(1) add_f64(P(0, double*), P(1, const double*), P(2, int)); }
 static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) coef_sum_f32(P(0, double*), P(1, float*), P(2, float*), P(3, const float*), P(4, const double*), P(5, int), P(6, int), P(7, int), P(8, int)); }
+static void k_widen_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) widen_rows_f32(P(0, double*), P(1, const float*), P(2, int), P(3, int), P(4, const double*), P(5, int)); }
+static void k_round_scale_f64(void** params) { CHK(0) CHK(1) CHK(2) round_scale_f64(P(0, float*), P(1, float*), P(2, const double*), P(3, int), P(4, int), P(5, double)); }
+static void k_to_bf16(void** params) { CHK(0) CHK(1) to_bf16(P(0, unsigned short*), P(1, const float*), P(2, i64)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -172,7 +174,6 @@ static const kdesc KERNELS[] = {
 	{"ball_lanes", k_ball_lanes, 0, 0}, {"ball_scale", k_ball_scale, 0, 0},
 	{"row_sqnorm_f32", k_row_sqnorm_f32, 1, 1}, {"ghost_accum", k_ghost_accum, 0, 0},
 	{"clip_coef", k_clip_coef, 0, 0}, {"scale_rows_f32", k_scale_rows_f32, 0, 0},
-	{"zero_rows_f32", k_zero_rows_f32, 0, 0}, {"col_sum_f32", k_col_sum_f32, 0, 0},
 	{"pad_mask", k_pad_mask, 0, 0}, {"gather_batch_f32", k_gather_batch_f32, 0, 0},
 	{"bias_add_f32", k_bias_add_f32, 0, 0}, {"activate_f32", k_activate_f32, 0, 0},
 	{"activate_bwd_f32", k_activate_bwd_f32, 0, 0}, {"softmax_xent_f32", k_softmax_xent_f32, 1, 1},
@@ -181,7 +182,8 @@ static const kdesc KERNELS[] = {
 	{"im2col_f32", k_im2col_f32, 0, 0}, {"col2im_f32", k_col2im_f32, 0, 0},
 	{"maxpool_f32", k_maxpool_f32, 0, 0}, {"maxpool_bwd_f32", k_maxpool_bwd_f32, 0, 0},
 	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
-	{"coef_sum_f32", k_coef_sum_f32, 0, 0},
+	{"coef_sum_f32", k_coef_sum_f32, 0, 0}, {"widen_rows_f32", k_widen_rows_f32, 0, 0},
+	{"round_scale_f64", k_round_scale_f64, 0, 0}, {"to_bf16", k_to_bf16, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -198,6 +200,7 @@ static double event_time[64];
 
 CUresult cuInit(unsigned flags) {
 	if (flags != 0) return 1;
+	if (env_long("FAKECUDA_HANG_INIT")) for (;;) sleep(3600);
 	if (env_long("FAKECUDA_NO_DEVICE")) return 100;
 	initialized = 1;
 	return 0;
@@ -319,8 +322,11 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 CUresult cuStreamCreate(void** s, unsigned flags) { (void)flags; *s = (void*)&stream_magic; return 0; }
 CUresult cuStreamDestroy_v2(void* s) { return s == (void*)&stream_magic ? 0 : 400; }
+static long sync_calls;
 CUresult cuStreamSynchronize(void* s) {
-	if (env_long("FAKECUDA_HANG_SYNC")) for (;;) sleep(3600);
+	sync_calls++;
+	long hang = env_long("FAKECUDA_HANG_SYNC");
+	if (hang > 0 && sync_calls >= hang) for (;;) sleep(3600);
 	return valid_stream(s) ? 0 : 400;
 }
 static double now_ms(void) {
@@ -414,6 +420,62 @@ int cublasSgemm_v2(void* h, int ta, int tb, int m, int n, int k, const float* al
 	int st = sgemm_check(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
 	if (st != 0 || m == 0 || n == 0) return st;
 	sgemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+	return 0;
+}
+/* Column-major C = alpha·op(A)·op(B) + beta·C in double (C not read when beta = 0). */
+int cublasDgemm_v2(void* h, int ta, int tb, int m, int n, int k, const double* alpha, const double* A, int lda,
+                   const double* B, int ldb, const double* beta, double* C, int ldc) {
+	if (h != &blas_magic) return 1;
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 8)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 8) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 8))) return 14;
+	for (int j = 0; j < n; j++) {
+		for (int i = 0; i < m; i++) {
+			double acc = 0;
+			for (int l = 0; l < k; l++) {
+				double a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
+				double b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
+				acc += a * b;
+			}
+			double* c = &C[i + (size_t)j * ldc];
+			*c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;
+		}
+	}
+	return 0;
+}
+/* cublasGemmEx for the one case dpsgd uses: A and B bfloat16 (CUDA_R_16BF = 14), C float
+   (CUDA_R_32F = 0), compute CUBLAS_COMPUTE_32F (68): each bf16 value widened exactly to
+   float, the products (exact in float: 8-bit significands) accumulated in float, as tensor
+   cores do with fp32 accumulation. Any other type combination is CUBLAS_STATUS_NOT_SUPPORTED
+   (15). */
+static float bf16f(uint16_t h) { union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f; }
+int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int Atype, int lda,
+                 const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype, int ldc, int computeType, int algo) {
+	if (h != &blas_magic) return 1;
+	if (Atype != 14 || Btype != 14 || Ctype != 0 || computeType != 68 || algo != -1) return 15;
+	if (m < 0 || n < 0 || k < 0 || (ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return 7;
+	if (ldc < (m > 1 ? m : 1) || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return 7;
+	if (m == 0 || n == 0) return 0;
+	if (!fakecuda_valid_range((uint64_t)(uintptr_t)C, ((uint64_t)(n - 1) * ldc + m) * 4)) return 14;
+	if (k > 0 && (!fakecuda_valid_range((uint64_t)(uintptr_t)A, ((uint64_t)((ta ? m : k) - 1) * lda + (ta ? k : m)) * 2) ||
+	              !fakecuda_valid_range((uint64_t)(uintptr_t)B, ((uint64_t)((tb ? k : n) - 1) * ldb + (tb ? n : k)) * 2))) return 14;
+	const uint16_t *a16 = A, *b16 = B;
+	float al = *(const float*)alpha, be = *(const float*)beta, *c32 = C;
+	for (int j = 0; j < n; j++) {
+		for (int i = 0; i < m; i++) {
+			float acc = 0;
+			for (int l = 0; l < k; l++) {
+				float a = bf16f(ta ? a16[l + (size_t)i * lda] : a16[i + (size_t)l * lda]);
+				float b = bf16f(tb ? b16[j + (size_t)l * ldb] : b16[l + (size_t)j * ldb]);
+				acc += a * b;
+			}
+			float* c = &c32[i + (size_t)j * ldc];
+			*c = be == 0 ? al * acc : al * acc + be * *c;
+		}
+	}
 	return 0;
 }
 /* batch GEMMs, the q-th on A + q·strideA, B + q·strideB, C + q·strideC (elements), each
