@@ -38,15 +38,20 @@ type ConvSpec struct {
 	PoolStride int
 }
 
-// Arch describes a model: optional convolutions, then dense hidden layers, then a dense
-// output layer with one logit per class.
+// Arch describes a model. A preset ("logreg", "mlp", "cnn") is optional convolutions, then
+// dense hidden layers, then a dense output layer with one logit per class; a "stack"
+// (KindStack) is the layer list Stack, as a model file describes it (docs/models.md). Either is
+// built from the layer library (Model).
 type Arch struct {
-	Kind       string // "logreg", "mlp" or "cnn"
+	Kind       string // "logreg", "mlp", "cnn" or "stack"
 	Input      []int  // per-example shape: [D] or [C, H, W]
 	Classes    int
 	Conv       []ConvSpec
 	Hidden     []int
 	Activation Activation
+	// Stack is the layer list of a stack model (nil for the presets, and then not encoded, so
+	// that a preset's encoding is what it was before stacks).
+	Stack []LayerSpec `json:",omitempty"`
 }
 
 // LogReg is multinomial logistic regression: one dense layer.
@@ -109,6 +114,12 @@ func (a Arch) Validate() error {
 		if v < 1 {
 			return fmt.Errorf("arch: input shape %v has a dimension < 1", a.Input)
 		}
+	}
+	if a.Kind == KindStack || len(a.Stack) > 0 {
+		if a.Kind != KindStack {
+			return fmt.Errorf("arch: kind %q with a layer stack: want kind %q", a.Kind, KindStack)
+		}
+		return a.validateStack()
 	}
 	for i, h := range a.Hidden {
 		if h < 1 {
@@ -200,9 +211,28 @@ type LayerShape struct {
 
 // Layers lists the GEMM layers in order.
 func (a Arch) Layers() ([]LayerShape, error) {
+	d, err := a.decl()
+	if err != nil {
+		return nil, err
+	}
+	return d.Gemm, nil
+}
+
+// decl returns every parameter the model declares: its GEMM layers, then the other layers'
+// tensors (Decl).
+func (a Arch) decl() (*Decl, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
+	if a.Kind == KindStack {
+		_, d, err := a.plan()
+		return d, err
+	}
+	return &Decl{Gemm: a.presetLayers()}, nil
+}
+
+// presetLayers lists a preset's GEMM layers (a valid one).
+func (a Arch) presetLayers() []LayerShape {
 	var out []LayerShape
 	in := a.InputSize()
 	if len(a.Conv) > 0 {
@@ -217,18 +247,30 @@ func (a Arch) Layers() ([]LayerShape, error) {
 		in = h
 	}
 	out = append(out, LayerShape{Name: "out", In: in, Out: a.Classes, Positions: 1})
-	return out, nil
+	return out
 }
 
-// NumParams counts weights and biases.
+// NumParams counts the parameter values (0 for an invalid architecture).
 func (a Arch) NumParams() int {
-	ls, err := a.Layers()
+	d, err := a.decl()
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, l := range ls {
-		n += l.In*l.Out + l.Out
+	return d.Count()
+}
+
+// OnlyGEMM reports whether every parametric layer of the model follows the GEMM rule and the
+// model is a preset, the models the CUDA backend runs.
+func (a Arch) OnlyGEMM() bool { return a.Kind != KindStack }
+
+// ImageInput reports whether the model reads its examples as B×C×H×W images (its first layer is
+// a convolution on a [C,H,W] input, whose im2col runs in Go) rather than as B×D rows.
+func (a Arch) ImageInput() bool {
+	if len(a.Input) != 3 {
+		return false
 	}
-	return n
+	if a.Kind != KindStack {
+		return len(a.Conv) > 0
+	}
+	return len(a.Stack) > 0 && a.Stack[0].Type == "conv2d"
 }
