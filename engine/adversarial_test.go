@@ -82,6 +82,10 @@ func advModels() []advModel {
 		{"cnn", nn.CNN([]int{1, 14, 14}, 3, []int{4}, nn.ReLU), false},
 		{"mlp-relu", nn.MLP([]int{6}, 3, []int{5, 4}, nn.ReLU), true},
 		{"cnn-tanh", nn.CNN([]int{1, 14, 14}, 3, []int{4}, nn.Tanh), true},
+		// The layer library's other layers and rules (layers_test.go).
+		{"stack-layernorm-gelu", layerTestModels()[0].arch, true},
+		{"stack-groupnorm-avgpool", layerTestModels()[2].arch, true},
+		{"stack-residual", layerTestModels()[3].arch, true},
 	}
 }
 
@@ -91,6 +95,10 @@ type advRow[T kernels.Float] struct {
 	coef   float64
 	shapes []nn.LayerShape
 	a, e   [][]T // per layer
+	// mat holds the row's gradient of each layer with a materialized rule (nn.MatTap), and
+	// matSizes the sizes of that layer's parameters.
+	mat      [][]float64
+	matSizes [][]int
 
 	contrib, abs [][]float64 // per parameter, filled by materialize
 }
@@ -109,6 +117,14 @@ func captureRow[T kernels.Float](r *replica[T], i int) *advRow[T] {
 		row.shapes = append(row.shapes, s)
 		row.a = append(row.a, slices.Clone(t.A().Data().([]T)[i*p*d:(i+1)*p*d]))
 		row.e = append(row.e, slices.Clone(t.E().Data().([]T)[i*p*h:(i+1)*p*h]))
+	}
+	for k, t := range r.net.MatTaps() {
+		row.mat = append(row.mat, slices.Clone(r.mat[k][i*t.Width:(i+1)*t.Width]))
+		var sizes []int
+		for _, pi := range t.Params {
+			sizes = append(sizes, len(r.grads[pi]))
+		}
+		row.matSizes = append(row.matSizes, sizes)
 	}
 	return row
 }
@@ -155,6 +171,23 @@ func (row *advRow[T]) materialize() {
 		row.contrib = append(row.contrib, w, b)
 		row.abs = append(row.abs, wa, ba)
 	}
+	// Materialized rules: cᵢ·gᵢ, as matClippedSum forms it (parameters after the GEMM layers',
+	// in the rules' order).
+	for k, g := range row.mat {
+		off := 0
+		for _, n := range row.matSizes[k] {
+			c, a := make([]float64, n), make([]float64, n)
+			if row.coef != 0 {
+				for j := range n {
+					c[j] = row.coef * g[off+j]
+					a[j] = math.Abs(c[j])
+				}
+			}
+			off += n
+			row.contrib = append(row.contrib, c)
+			row.abs = append(row.abs, a)
+		}
+	}
 }
 
 // sameRow reports whether two captures of a record are bit-identical.
@@ -164,6 +197,11 @@ func sameRow[T kernels.Float](x, y *advRow[T]) bool {
 	}
 	for l := range x.a {
 		if !sameBits(x.a[l], y.a[l]) || !sameBits(x.e[l], y.e[l]) {
+			return false
+		}
+	}
+	for k := range x.mat {
+		if !sameBits(x.mat[k], y.mat[k]) {
 			return false
 		}
 	}
