@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
@@ -156,7 +157,11 @@ func (s *Sequential) Plan(in Shape, d *Decl) (Shape, error) {
 		d.path = s.name(i, parent)
 		out, err := l.Plan(cur, d)
 		if err != nil {
-			return Shape{}, fmt.Errorf("layer %s: %w", d.path, err)
+			var le *layerError
+			if errors.As(err, &le) {
+				return Shape{}, err
+			}
+			return Shape{}, &layerError{path: d.path, err: err}
 		}
 		cur = out
 	}

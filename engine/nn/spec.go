@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
@@ -82,13 +81,13 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 		}
 		return &Dense{Units: s.Units}, nil
 	case "conv2d":
-		if err := errors.Join(inRange("filters", s.Filters, 1, MaxFilters), inRange("kernel", s.Kernel, 1, MaxWindow),
+		if err := firstErr(inRange("filters", s.Filters, 1, MaxFilters), inRange("kernel", s.Kernel, 1, MaxWindow),
 			inRange("stride", s.Stride, 1, MaxWindow), inRange("pad", s.Pad, 0, MaxWindow)); err != nil {
 			return nil, err
 		}
 		return &Conv2d{Filters: s.Filters, Kernel: s.Kernel, Stride: s.Stride, Pad: s.Pad}, nil
 	case "maxpool", "avgpool":
-		if err := errors.Join(inRange("kernel", s.Kernel, 1, MaxWindow), inRange("stride", s.Stride, 1, MaxWindow)); err != nil {
+		if err := firstErr(inRange("kernel", s.Kernel, 1, MaxWindow), inRange("stride", s.Stride, 1, MaxWindow)); err != nil {
 			return nil, err
 		}
 		return &Pool2d{Avg: s.Type == "avgpool", Kernel: s.Kernel, Stride: s.Stride}, nil
@@ -217,3 +216,22 @@ func declCount(d *Decl) float64 {
 	}
 	return math.Min(n, math.MaxFloat64)
 }
+
+// firstErr returns the first non-nil error: a described model's errors are one line each.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// layerError is an error of one layer, named by its path; enclosing blocks pass it on as is.
+type layerError struct {
+	path string
+	err  error
+}
+
+func (e *layerError) Error() string { return fmt.Sprintf("layer %s: %v", e.path, e.err) }
+func (e *layerError) Unwrap() error { return e.err }
