@@ -5,6 +5,7 @@
 //	dpsgd schema [flags]   draft the public schema that training on your own CSV or IDX data needs
 //	dpsgd eval [flags]     a saved model's accuracy, loss and confusion matrix on its test set
 //	dpsgd predict [flags]  a saved model's predictions for rows of a file
+//	dpsgd models           the model presets with their sizes, and the layers of model files
 //	dpsgd account [flags]  the privacy of a run, or σ/rounds/epochs for a target
 //	dpsgd plot [flags]     figures: van Dijk & Ertan's bounds, trade-off curves, samplers compared
 //	dpsgd ageaware tv|simulate  Lin et al.: age-dependent DP and age-aware scheduling
@@ -40,6 +41,7 @@ Usage:
   dpsgd schema [flags]   draft the public schema of your own data (CSV or IDX) for dpsgd train --data
   dpsgd eval [flags]     evaluate a saved model on its dataset's test set (JSON: accuracy, loss, confusion matrix)
   dpsgd predict [flags]  predict the class of every row of a CSV or IDX file with a saved model
+  dpsgd models [--json]  the model presets with their parameter counts, and the layers of model files
   dpsgd account [flags]  privacy of a run for its sampler, or solve for σ, rounds or epochs
   dpsgd plot [flags]     draw figures (PNG and SVG) of the accountants
   dpsgd ageaware tv|simulate  age-dependent DP of Markov data (Lin et al.): TV by age, scheduling simulation
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdEval(ctx, args[1:], stdout, stderr)
 	case "predict":
 		err = cmdPredict(ctx, args[1:], stdout, stderr)
+	case "models":
+		err = cmdModels(ctx, args[1:], stdout, stderr)
 	case "account":
 		err = cmdAccount(ctx, args[1:], stdout, stderr)
 	case "plot":
@@ -104,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usagef("unknown command %q (want train, schema, eval, predict, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
+		err = usagef("unknown command %q (want train, schema, eval, predict, models, account, plot, ageaware, federated, audit, bench, selftest or version)", args[0])
 	}
 	return report(err, args[0], stderr)
 }

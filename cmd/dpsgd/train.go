@@ -78,6 +78,7 @@ func presetFor(dataset, model string) preset {
 type trainFlags struct {
 	dataset, dataDir, cacheDir          string
 	model, hidden, activation           string
+	modelFile                           []byte // --model FILE: the description read (models.go)
 	samplerName, accountant             string
 	batch, physBatch, maxBatch, epochs  int
 	sigma, clip, lr, momentum, decay    float64
@@ -119,7 +120,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
 	f.own.register(fs)
-	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn; without it, cnn for mnist, logreg for adult and mlp for synthetic")
+	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn, or a model FILE describing a layer stack (docs/models.md; dpsgd models lists the presets); without it, cnn for mnist, logreg for adult and mlp for synthetic")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
@@ -174,7 +175,7 @@ func (f *trainFlags) helpDefaults() string {
 	if model == "" {
 		model = defaultModel(f.dataset)
 	}
-	p := presetFor(f.dataset, model)
+	p := presetFor(f.dataset, presetModel(f.dataset, model))
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	optimizer := p.optimizer
 	if fl := f.fs.Lookup("optimizer"); fl.Changed {
@@ -217,10 +218,8 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if f.model == "" {
 		f.model = defaultModel(f.dataset)
 	}
-	switch f.model {
-	case "logreg", "mlp", "cnn":
-	default:
-		return nil, usagef("--model %q: want logreg, mlp or cnn", f.model)
+	if err := f.readModelFile(); err != nil {
+		return nil, err
 	}
 	switch f.device { // where the run goes is decided by deviceApply (train_device.go)
 	case "auto", "cpu", "cuda":
@@ -236,7 +235,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if err := f.checkSave(); err != nil {
 		return nil, err
 	}
-	p := presetFor(f.dataset, f.model)
+	p := presetFor(f.dataset, f.presetModel())
 	orPreset(f.set["batch-size"], &f.batch, p.batch)
 	orPreset(f.set["epochs"], &f.epochs, p.epochs)
 	orPreset(f.set["clip"], &f.clip, p.clip)
@@ -297,7 +296,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if f.batch > train.N {
 		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
 	}
-	arch, err := newArch(f.model, f.dataset, train, hidden, act)
+	arch, err := f.arch(train, hidden, act)
 	if err != nil {
 		return nil, err
 	}
@@ -752,6 +751,9 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats b
 }
 
 func archString(a nn.Arch) string {
+	if a.Kind == nn.KindStack {
+		return stackString(a.Stack)
+	}
 	ls, err := a.Layers()
 	if err != nil {
 		return "?"
