@@ -1,6 +1,11 @@
-// Package nn builds dpsgd's models as Gorgonia graphs and exposes, for every layer with
-// parameters, the two matrices the DP step needs to clip without materializing per-example
-// gradients: the layer's input rows A and the per-example errors E at its pre-activation.
+// Package nn builds dpsgd's models as Gorgonia graphs from a layer library (Layer, Sequential,
+// Residual; dense, conv2d, pooling, flatten, activations, LayerNorm, GroupNorm), each layer with
+// a per-example rule the DP step uses to clip without a per-example backward pass
+// (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it.
+//
+// The GEMM rule exposes, for every layer with a weight matrix, the two matrices the DP step
+// needs: the layer's input rows A and the per-example errors E at its pre-activation. The
+// materialized rule (MatTap) hands the step each example's gradient of the layer's parameters.
 //
 // Every parametric layer is a "GEMM layer" Z = A·W + b evaluated on B·P rows, where B is the
 // physical batch and P the number of positions an example contributes: P = 1 for a dense

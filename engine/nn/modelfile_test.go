@@ -2,6 +2,7 @@ package nn
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -186,4 +187,33 @@ func FuzzParseModelFile(f *testing.F) {
 		}
 		defer net.Close()
 	})
+}
+
+// TestDocsModelFile: the model file that docs/models.md shows parses on MNIST's shape and
+// builds.
+func TestDocsModelFile(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/models.md")
+	if err != nil {
+		t.Skipf("docs/models.md: %v", err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "```json\n")
+	j := strings.Index(s[i+8:], "```")
+	if i < 0 || j < 0 {
+		t.Fatal("no JSON block in docs/models.md")
+	}
+	a, err := ParseModelFile([]byte(s[i+8:i+8+j]), []int{1, 28, 28}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewParams(a, tensor.Float32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Build(a, p, 2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	t.Logf("docs/models.md's model: %d parameters", a.NumParams())
 }
