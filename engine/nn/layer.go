@@ -163,6 +163,9 @@ func (s *Sequential) Plan(in Shape, d *Decl) (Shape, error) {
 			}
 			return Shape{}, &layerError{path: d.path, err: err}
 		}
+		if out.Size() > MaxActivation {
+			return Shape{}, &layerError{path: d.path, err: fmt.Errorf("gives %d values per example (%v): want at most %d", out.Size(), out, MaxActivation)}
+		}
 		cur = out
 	}
 	return cur, nil

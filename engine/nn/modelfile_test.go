@@ -99,6 +99,8 @@ func TestModelFileErrors(t *testing.T) {
 		{"residual empty", `{"layers": [{"type": "residual", "body": []}]}`, flat, `"body": want a non-empty list`},
 		{"tempered", `{"layers": [{"type": "dense", "units": 3}, {"type": "tempered_sigmoid", "scale": -1}]}`, flat, `"scale": want a number in (0, 1e+06]`},
 		{"huge", `{"layers": [{"type": "dense", "units": 1048576}, {"type": "dense", "units": 1048576}, {"type": "dense", "units": 3}]}`, flat, "parameters: want at most"},
+		{"activation size", `{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, []int{1, 64, 64}, "layer 0.conv2d: gives 67108864 values per example"},
+		{"patch size", `{"layers": [{"type": "conv2d", "filters": 1, "kernel": 64, "pad": 32}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, []int{4, 64, 64}, "its patch matrix takes"},
 		{"layer not object", `{"layers": [3]}`, flat, "layer 0: want a JSON object"},
 	}
 	for _, tc := range cases {

@@ -92,6 +92,9 @@ func (l *Conv2d) Plan(in Shape, d *Decl) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
+	if g.positions*g.patch > MaxActivation {
+		return Shape{}, fmt.Errorf("its patch matrix takes %d×%d values per example: want at most %d", g.positions, g.patch, MaxActivation)
+	}
 	d.AddGemm(g.patch, g.filters, g.positions, l.name)
 	return Shape{Layout: Rows, C: g.filters, H: g.outH, W: g.outW}, nil
 }

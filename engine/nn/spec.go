@@ -34,6 +34,10 @@ const (
 	MaxFilters     = 1 << 14 // conv2d filters
 	MaxWindow      = 1 << 10 // kernel, stride, pad
 	MaxStackParams = 1 << 28 // parameter values of the whole model
+	// MaxActivation bounds the values one example takes after any layer (a convolution's
+	// patch matrix included), so that a described model cannot ask for more memory than a
+	// physical batch can hold on this kind of machine.
+	MaxActivation = 1 << 24
 )
 
 // layerKinds lists the layer kinds a stack may name, with what each takes (docs/models.md).
