@@ -86,6 +86,7 @@ func advModels() []advModel {
 		{"stack-layernorm-gelu", layerTestModels()[0].arch, true},
 		{"stack-groupnorm-avgpool", layerTestModels()[2].arch, true},
 		{"stack-residual", layerTestModels()[3].arch, true},
+		{"stack-embedding", layerTestModels()[5].arch, true},
 	}
 }
 
@@ -96,11 +97,20 @@ type advRow[T kernels.Float] struct {
 	shapes []nn.LayerShape
 	a, e   [][]T // per layer
 	// mat holds the row's gradient of each layer with a materialized rule (nn.MatTap), and
-	// matSizes the sizes of that layer's parameters.
-	mat      [][]float64
-	matSizes [][]int
+	// matParams that layer's parameters; sparse the row's ids and error rows of each sparse
+	// rule (nn.SparseTap); sizes the size of every parameter.
+	mat       [][]float64
+	matParams [][]int
+	sparse    []advSparse
+	sizes     []int
 
 	contrib, abs [][]float64 // per parameter, filled by materialize
+}
+
+type advSparse struct {
+	param, dim int
+	ids        []int
+	e          [][]float64
 }
 
 type advRun[T kernels.Float] struct {
@@ -120,11 +130,18 @@ func captureRow[T kernels.Float](r *replica[T], i int) *advRow[T] {
 	}
 	for k, t := range r.net.MatTaps() {
 		row.mat = append(row.mat, slices.Clone(r.mat[k][i*t.Width:(i+1)*t.Width]))
-		var sizes []int
-		for _, pi := range t.Params {
-			sizes = append(sizes, len(r.grads[pi]))
+		row.matParams = append(row.matParams, t.Params)
+	}
+	for _, t := range r.net.SparseTaps() {
+		ids, e := t.Rows(i)
+		sp := advSparse{param: t.Param, dim: t.Dim, ids: ids}
+		for _, v := range e {
+			sp.e = append(sp.e, slices.Clone(v))
 		}
-		row.matSizes = append(row.matSizes, sizes)
+		row.sparse = append(row.sparse, sp)
+	}
+	for _, g := range r.grads {
+		row.sizes = append(row.sizes, len(g))
 	}
 	return row
 }
@@ -134,6 +151,10 @@ func captureRow[T kernels.Float](r *replica[T], i int) *advRow[T] {
 func (row *advRow[T]) materialize() {
 	if row.contrib != nil {
 		return
+	}
+	row.contrib, row.abs = make([][]float64, len(row.sizes)), make([][]float64, len(row.sizes))
+	for p, n := range row.sizes {
+		row.contrib[p], row.abs[p] = make([]float64, n), make([]float64, n)
 	}
 	for l, s := range row.shapes {
 		p, d, h := s.Positions, s.In, s.Out
@@ -168,24 +189,32 @@ func (row *advRow[T]) materialize() {
 				}
 			}
 		}
-		row.contrib = append(row.contrib, w, b)
-		row.abs = append(row.abs, wa, ba)
+		row.contrib[2*l], row.contrib[2*l+1] = w, b
+		row.abs[2*l], row.abs[2*l+1] = wa, ba
 	}
-	// Materialized rules: cᵢ·gᵢ, as matClippedSum forms it (parameters after the GEMM layers',
-	// in the rules' order).
+	if row.coef == 0 {
+		return
+	}
+	// Materialized rules: cᵢ·gᵢ, as matClippedSum forms it.
 	for k, g := range row.mat {
 		off := 0
-		for _, n := range row.matSizes[k] {
-			c, a := make([]float64, n), make([]float64, n)
-			if row.coef != 0 {
-				for j := range n {
-					c[j] = row.coef * g[off+j]
-					a[j] = math.Abs(c[j])
-				}
+		for _, p := range row.matParams[k] {
+			c, a := row.contrib[p], row.abs[p]
+			for j := range c {
+				c[j] = row.coef * g[off+j]
+				a[j] = math.Abs(c[j])
 			}
-			off += n
-			row.contrib = append(row.contrib, c)
-			row.abs = append(row.abs, a)
+			off += len(c)
+		}
+	}
+	// Sparse rules: cᵢ·e_t added into the row of id_t, as SparseTap.AddClipped forms it.
+	for _, sp := range row.sparse {
+		c, a := row.contrib[sp.param], row.abs[sp.param]
+		for t, id := range sp.ids {
+			for j, v := range sp.e[t] {
+				c[id*sp.dim+j] += row.coef * v
+				a[id*sp.dim+j] += math.Abs(row.coef * v)
+			}
 		}
 	}
 }
@@ -203,6 +232,17 @@ func sameRow[T kernels.Float](x, y *advRow[T]) bool {
 	for k := range x.mat {
 		if !sameBits(x.mat[k], y.mat[k]) {
 			return false
+		}
+	}
+	for k := range x.sparse {
+		a, b := x.sparse[k], y.sparse[k]
+		if !slices.Equal(a.ids, b.ids) || len(a.e) != len(b.e) {
+			return false
+		}
+		for t := range a.e {
+			if !sameBits(a.e[t], b.e[t]) {
+				return false
+			}
 		}
 	}
 	return true
@@ -393,6 +433,7 @@ func TestAdversarialRecordSensitivity(t *testing.T) {
 					t.Fatal(err)
 				}
 				ds := randomDataset(m.arch, n, uint64(50+mi))
+				tokenize(m.arch, ds, uint64(50+mi))
 				if dt == tensor.Float32 {
 					advCheck[float32](t, name, m.arch, params, ds, cfgs, clips, stats)
 				} else {

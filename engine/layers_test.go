@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math"
+
+	"github.com/dpsgd/dpsgd/datasets"
 	"math/rand/v2"
 	"testing"
 
@@ -24,6 +26,7 @@ func layerTestModels() []layerModel {
 	g := in(1, 3)
 	f := 2 * g
 	stride, pad := in(1, 3), in(0, 2)
+	vocab, seq, dim := in(4, 9), in(3, 7), in(2, 5)
 	oh := (hw+2-3)/2 + 1
 	flat := f * ((oh-2)/2 + 1) * ((oh-2)/2 + 1)
 	return []layerModel{
@@ -49,6 +52,32 @@ func layerTestModels() []layerModel {
 		{"flatten-image", nn.Arch{Kind: nn.KindStack, Input: []int{c, 5, 4}, Classes: k, Stack: []nn.LayerSpec{
 			{Type: "flatten"}, {Type: "dense", Units: h}, {Type: "groupnorm", Groups: 1}, {Type: "tanh"}, {Type: "dense", Units: k},
 		}}},
+		{"embedding", nn.Arch{Kind: nn.KindStack, Input: []int{seq}, Classes: k, Stack: []nn.LayerSpec{
+			{Type: "embedding", Vocab: vocab, Dim: dim}, {Type: "groupnorm", Groups: 1}, {Type: "gelu"},
+			{Type: "conv2d", Filters: dim + 1, Kernel: 2, Stride: 1, Pad: 1}, {Type: "tanh"}, {Type: "flatten"}, {Type: "dense", Units: k},
+		}}},
+	}
+}
+
+// tokenize turns the features of a model that starts with an embedding into token ids drawn
+// from seed, with repeats inside an example, and in the first example one of each kind of
+// invalid id (−1, a fraction, the vocabulary size) when it has room; other models' data stay.
+func tokenize(arch nn.Arch, ds *datasets.Dataset, seed uint64) {
+	if arch.Kind != nn.KindStack || arch.Stack[0].Type != "embedding" {
+		return
+	}
+	r := rand.New(rand.NewPCG(seed, 9))
+	v := arch.Stack[0].Vocab
+	for i := range ds.X {
+		ds.X[i] = float32(r.IntN(v))
+	}
+	for j, bad := range []float32{-1, 1.5, float32(v)} {
+		if j < ds.D-1 {
+			ds.X[j] = bad
+		}
+	}
+	if ds.D > 1 && ds.N > 1 {
+		ds.X[ds.D+1] = ds.X[ds.D] // a repeated id
 	}
 }
 
@@ -79,6 +108,7 @@ func TestLayersAgainstOracle(t *testing.T) {
 			}
 			randomizeParams(params, uint64(mi+1))
 			ds := randomDataset(m.arch, b, uint64(mi+30))
+			tokenize(m.arch, ds, uint64(mi+30))
 			rep, err := newReplica[float64](m.arch, params, b)
 			if err != nil {
 				t.Fatal(err)
@@ -134,6 +164,17 @@ func TestLayersAgainstOracle(t *testing.T) {
 					if e := maxRelErr(row, want); !(e <= 1e-9) {
 						t.Errorf("example %d, %s rule: materialized row rel err %.2g", i, mt.Name, e)
 					}
+				}
+			}
+			for _, st := range rep.net.SparseTaps() {
+				// The sparse rule's norm alone, against the oracle's table gradient of the last
+				// example.
+				var want float64
+				for _, v := range perEx[b-1][st.Param] {
+					want += v * v
+				}
+				if e := relErr(st.Norm2(b-1), want); !(e <= 1e-9) || want == 0 {
+					t.Errorf("embedding: sparse norm %v, oracle %v", st.Norm2(b-1), want)
 				}
 			}
 			if len(rep.net.MatTaps()) == 0 && m.name != "tempered-sigmoid" {

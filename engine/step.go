@@ -146,6 +146,12 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 	for k, t := range mats {
 		matGrads(r.norm2, r.mat[k], t, b)
 	}
+	sparse := r.net.SparseTaps()
+	for _, t := range sparse {
+		for i := range b {
+			r.norm2[i] += t.Norm2(i)
+		}
+	}
 	r.nonFinite += kernels.ClipCoefs(r.coef, r.norm2, r.mask, clip)
 	for i := range b {
 		if r.mask[i] != 0 && r.coef[i] < 1 {
@@ -168,6 +174,18 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 		for _, pi := range t.Params {
 			addInto(r.grads[pi], r.tmp[pi])
 		}
+	}
+	for _, t := range sparse {
+		// The sparse rule (an embedding table): cᵢ·(example i's rows) added into the rows of
+		// its ids, in float64; an example with cᵢ = 0 is skipped.
+		dst := r.tmp[t.Param]
+		clear(dst)
+		for i, c := range r.coef[:b] {
+			if c != 0 {
+				t.AddClipped(dst, i, c)
+			}
+		}
+		addInto(r.grads[t.Param], dst)
 	}
 	// The batch's statistics count the real examples; one whose gradient is not finite (it
 	// contributes nothing to the sum) adds neither loss nor a correct prediction, so that one

@@ -1,7 +1,8 @@
 // Package nn builds dpsgd's models as Gorgonia graphs from a layer library (Layer, Sequential,
 // Residual; dense, conv2d, pooling, flatten, activations, LayerNorm, GroupNorm), each layer with
 // a per-example rule the DP step uses to clip without a per-example backward pass
-// (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it.
+// (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it;
+// an Embedding has the sparse rule (SparseTap).
 //
 // The GEMM rule exposes, for every layer with a weight matrix, the two matrices the DP step
 // needs: the layer's input rows A and the per-example errors E at its pre-activation. The

@@ -22,12 +22,13 @@ type Net struct {
 	paramIdx   []int // paramNodes[k] is params.List[paramIdx[k]]
 	paramGrads []G.Value
 
-	g    *G.ExprGraph
-	x, y *G.Node
-	vm   G.VM
-	taps []*Tap
-	mats []*MatTap
-	loss G.Value
+	g      *G.ExprGraph
+	x, y   *G.Node
+	vm     G.VM
+	taps   []*Tap
+	mats   []*MatTap
+	sparse []*SparseTap
+	loss   G.Value
 
 	geo0    convGeom      // first convolution, when the model has one
 	patches *tensor.Dense // its im2col'd input, filled by Run
@@ -182,6 +183,9 @@ func (n *Net) build() error {
 	for _, m := range bld.mats {
 		wrt = append(wrt, m.out)
 	}
+	for _, sp := range bld.sparse {
+		wrt = append(wrt, sp.out)
+	}
 	grads, err := G.Backpropagate(G.Nodes{loss}, G.Nodes{one}, wrt)
 	if err != nil {
 		return fmt.Errorf("backpropagate: %w", err)
@@ -208,6 +212,11 @@ func (n *Net) build() error {
 		}
 		G.Read(grads[len(nodes)+k], &t.eVal)
 		n.mats = append(n.mats, t)
+	}
+	for k, sp := range bld.sparse {
+		t := &SparseTap{Name: sp.name, Param: sp.param, L: sp.l, Vocab: sp.vocab, Dim: sp.dim}
+		G.Read(grads[len(nodes)+len(bld.mats)+k], &t.eVal)
+		n.sparse = append(n.sparse, t)
 	}
 	n.vm = G.NewTapeMachine(n.g)
 	return nil
@@ -265,6 +274,10 @@ func (n *Net) Run(x, y *tensor.Dense) error {
 		return fmt.Errorf("nn: run: %w", err)
 	}
 	for _, t := range n.mats {
+		t.load()
+	}
+	for _, t := range n.sparse {
+		t.x = x
 		t.load()
 	}
 	return nil

@@ -88,11 +88,12 @@ type Layer interface {
 }
 
 // ParamDecl is one parameter tensor of a layer that is not a GEMM layer: Rows×Cols values, all
-// initialized to Init.
+// initialized to Init, or with Normal drawn from N(0, Init²) (after the GEMM layers' draws).
 type ParamDecl struct {
 	Name       string
 	Rows, Cols int
 	Init       float64
+	Normal     bool
 }
 
 // Decl collects the parameters a model's layers declare in Plan: the GEMM layers' (two tensors
@@ -229,8 +230,9 @@ type Builder struct {
 	other int // next other parameter, counted from the first non-GEMM tensor
 	nGemm int
 
-	gemms []layerNodes
-	mats  []*matNode
+	gemms  []layerNodes
+	mats   []*matNode
+	sparse []*sparseNode
 }
 
 // Batch is the physical batch size of the graph being built.

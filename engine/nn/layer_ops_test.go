@@ -138,3 +138,47 @@ func TestAvgPoolGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedOp: the lookup gives the table's rows (zero rows for invalid ids), and the scatter
+// op (the table's gradient, which the oracle uses) is the lookup's adjoint: ⟨lookup(T), G⟩ =
+// ⟨T, scatter(G)⟩ for random T and G.
+func TestEmbedOp(t *testing.T) {
+	const b, l, v, d = 2, 4, 5, 3
+	ids := []float64{0, 4, 4, 2, -1, 2.5, 5, math.NaN()}
+	r := rand.New(rand.NewPCG(4, 4))
+	table := make([]float64, v*d)
+	g := make([]float64, b*l*d)
+	for i := range table {
+		table[i] = r.NormFloat64()
+	}
+	for i := range g {
+		g[i] = r.NormFloat64()
+	}
+	x := tensor.New(tensor.WithShape(b, l), tensor.WithBacking(ids))
+	op := &embedOp{b: b, l: l, v: v, d: d}
+	out := doOp(t, op, x, tensor.New(tensor.WithShape(v, d), tensor.WithBacking(table)))
+	for p, id := range ids {
+		for j := range d {
+			want := 0.0
+			if p < 4 {
+				want = table[int(id)*d+j]
+			}
+			if out[p*d+j] != want {
+				t.Fatalf("position %d (id %v) channel %d: %v, want %v", p, id, j, out[p*d+j], want)
+			}
+		}
+	}
+	s := *op
+	s.scatter = true
+	sc := doOp(t, &s, x, tensor.New(tensor.WithShape(b*l, d), tensor.WithBacking(g)))
+	var lhs, rhs float64
+	for i := range out {
+		lhs += out[i] * g[i]
+	}
+	for i := range table {
+		rhs += table[i] * sc[i]
+	}
+	if math.Abs(lhs-rhs) > 1e-12*math.Max(1, math.Abs(lhs)) {
+		t.Errorf("⟨lookup(T), G⟩ = %v, ⟨T, scatter(G)⟩ = %v", lhs, rhs)
+	}
+}

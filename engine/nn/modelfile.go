@@ -153,6 +153,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		}
 	case "groupnorm":
 		err = intField("groups", -1, 1, MaxFilters, &s.Groups)
+	case "embedding":
+		err = firstErr(intField("vocab", -1, 1, MaxUnits, &s.Vocab), intField("dim", -1, 1, MaxFilters, &s.Dim))
 	case "tempered_sigmoid":
 		err = firstErr(numField("scale", 2, 0, 1e6, true, &s.Scale), numField("temp", 2, 0, 1e6, true, &s.Temp),
 			numField("offset", 1, -1e6, 1e6, false, &s.Offset))

@@ -101,6 +101,9 @@ func TestModelFileErrors(t *testing.T) {
 		{"huge", `{"layers": [{"type": "dense", "units": 1048576}, {"type": "dense", "units": 1048576}, {"type": "dense", "units": 3}]}`, flat, "parameters: want at most"},
 		{"activation size", `{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, []int{1, 64, 64}, "layer 0.conv2d: gives 67108864 values per example"},
 		{"patch size", `{"layers": [{"type": "conv2d", "filters": 1, "kernel": 64, "pad": 32}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, []int{4, 64, 64}, "its patch matrix takes"},
+		{"embedding not first", `{"layers": [{"type": "dense", "units": 4}, {"type": "embedding", "vocab": 3, "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, flat, "layer 1 (embedding): it must be the model's first layer"},
+		{"embedding vocab", `{"layers": [{"type": "embedding", "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, flat, `layer 0 (embedding): "vocab" is required`},
+		{"embedding on image", `{"layers": [{"type": "embedding", "vocab": 3, "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "embedding reads token ids from a flat input"},
 		{"layer not object", `{"layers": [3]}`, flat, "layer 0: want a JSON object"},
 	}
 	for _, tc := range cases {
@@ -152,6 +155,7 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "dense", "units": 4}, {"type": "layernorm"}, {"type": "gelu"}, {"type": "residual", "body": [{"type": "dense", "units": 4}, {"type": "relu"}]}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "stride": 2, "pad": 1}, {"type": "groupnorm", "groups": 2}, {"type": "tempered_sigmoid", "scale": 1.5}, {"type": "avgpool", "kernel": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
 	f.Add([]byte(`{"layers": [{"type": "batchnorm"}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
 		input := [][]int{{6}, {1, 28, 28}, {2, 7, 7}}[int(in)%3]
 		a, err := ParseModelFile(data, input, 3)

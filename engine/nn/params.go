@@ -48,14 +48,20 @@ func NewParams(arch Arch, dt tensor.Dtype, seed uint64) (*Params, error) {
 	}
 	for _, o := range d.Other {
 		v := tensor.New(tensor.WithShape(o.Rows, o.Cols), tensor.Of(dt))
+		val := func() float64 {
+			if o.Normal {
+				return o.Init * rng.NormFloat64()
+			}
+			return o.Init
+		}
 		switch x := v.Data().(type) {
 		case []float32:
 			for i := range x {
-				x[i] = float32(o.Init)
+				x[i] = float32(val())
 			}
 		case []float64:
 			for i := range x {
-				x[i] = o.Init
+				x[i] = val()
 			}
 		}
 		p.List = append(p.List, &Param{Name: o.Name, Value: v})

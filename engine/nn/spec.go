@@ -22,6 +22,8 @@ type LayerSpec struct {
 	Scale   float64     `json:"scale,omitempty"`   // tempered_sigmoid
 	Temp    float64     `json:"temp,omitempty"`    // tempered_sigmoid
 	Offset  float64     `json:"offset,omitempty"`  // tempered_sigmoid
+	Vocab   int         `json:"vocab,omitempty"`   // embedding
+	Dim     int         `json:"dim,omitempty"`     // embedding
 	Body    []LayerSpec `json:"body,omitempty"`    // residual
 }
 
@@ -54,6 +56,7 @@ var layerKinds = map[string]string{
 	"layernorm":        "",
 	"groupnorm":        "groups",
 	"residual":         "body",
+	"embedding":        "vocab, dim",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -110,6 +113,11 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			return nil, err
 		}
 		return &Norm{Groups: s.Groups}, nil
+	case "embedding":
+		if err := firstErr(inRange("vocab", s.Vocab, 1, MaxUnits), inRange("dim", s.Dim, 1, MaxFilters)); err != nil {
+			return nil, err
+		}
+		return &Embedding{Vocab: s.Vocab, Dim: s.Dim}, nil
 	case "residual":
 		if depth >= MaxStackDepth {
 			return nil, fmt.Errorf("residual blocks nested deeper than %d", MaxStackDepth)
@@ -122,12 +130,15 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}
-	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, residual", s.Type)
+	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, residual", s.Type)
 }
 
 func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
 	seq := &Sequential{}
 	for i, s := range specs {
+		if s.Type == "embedding" && (depth > 0 || i > 0) {
+			return nil, fmt.Errorf("layer %d (embedding): it must be the model's first layer (it reads the input's token ids)", i)
+		}
 		l, err := s.layer(depth, count)
 		if err != nil {
 			return nil, fmt.Errorf("layer %d (%s): %w", i, s.Type, err)
