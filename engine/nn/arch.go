@@ -8,11 +8,12 @@
 // needs: the layer's input rows A and the per-example errors E at its pre-activation. The
 // materialized rule (MatTap) hands the step each example's gradient of the layer's parameters.
 //
-// Every parametric layer is a "GEMM layer" Z = A·W + b evaluated on B·P rows, where B is the
+// A "GEMM layer" (dense, conv2d) is Z = A·W + b evaluated on B·P rows, where B is the
 // physical batch and P the number of positions an example contributes: P = 1 for a dense
 // layer, P = H'·W' output positions for a convolution (A is then the im2col patch matrix).
 // The gradient of example i is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows (docs/design.md step 3), and the
-// clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for either kind.
+// clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for a dense layer, and the sum of the
+// materialized per-example gradients for a convolution.
 //
 // Graphs use a SUM loss over the batch (never the mean), so row i of ∂L/∂Z is ∂ℓᵢ/∂Zᵢ; rows of
 // padding examples have an all-zero one-hot label and therefore contribute exactly zero loss and
