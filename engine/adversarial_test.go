@@ -82,6 +82,11 @@ func advModels() []advModel {
 		{"cnn", nn.CNN([]int{1, 14, 14}, 3, []int{4}, nn.ReLU), false},
 		{"mlp-relu", nn.MLP([]int{6}, 3, []int{5, 4}, nn.ReLU), true},
 		{"cnn-tanh", nn.CNN([]int{1, 14, 14}, 3, []int{4}, nn.Tanh), true},
+		// The layer library's other layers and rules (layers_test.go).
+		{"stack-layernorm-gelu", layerTestModels()[0].arch, true},
+		{"stack-groupnorm-avgpool", layerTestModels()[2].arch, true},
+		{"stack-residual", layerTestModels()[3].arch, true},
+		{"stack-embedding", layerTestModels()[5].arch, true},
 	}
 }
 
@@ -91,8 +96,21 @@ type advRow[T kernels.Float] struct {
 	coef   float64
 	shapes []nn.LayerShape
 	a, e   [][]T // per layer
+	// mat holds the row's gradient of each layer with a materialized rule (nn.MatTap), and
+	// matParams that layer's parameters; sparse the row's ids and error rows of each sparse
+	// rule (nn.SparseTap); sizes the size of every parameter.
+	mat       [][]float64
+	matParams [][]int
+	sparse    []advSparse
+	sizes     []int
 
 	contrib, abs [][]float64 // per parameter, filled by materialize
+}
+
+type advSparse struct {
+	param, dim int
+	ids        []int
+	e          [][]float64
 }
 
 type advRun[T kernels.Float] struct {
@@ -110,6 +128,21 @@ func captureRow[T kernels.Float](r *replica[T], i int) *advRow[T] {
 		row.a = append(row.a, slices.Clone(t.A().Data().([]T)[i*p*d:(i+1)*p*d]))
 		row.e = append(row.e, slices.Clone(t.E().Data().([]T)[i*p*h:(i+1)*p*h]))
 	}
+	for k, t := range r.net.MatTaps() {
+		row.mat = append(row.mat, slices.Clone(r.mat[k][i*t.Width:(i+1)*t.Width]))
+		row.matParams = append(row.matParams, t.Params)
+	}
+	for _, t := range r.net.SparseTaps() {
+		ids, e := t.Rows(i)
+		sp := advSparse{param: t.Param, dim: t.Dim, ids: ids}
+		for _, v := range e {
+			sp.e = append(sp.e, slices.Clone(v))
+		}
+		row.sparse = append(row.sparse, sp)
+	}
+	for _, g := range r.grads {
+		row.sizes = append(row.sizes, len(g))
+	}
 	return row
 }
 
@@ -118,6 +151,10 @@ func captureRow[T kernels.Float](r *replica[T], i int) *advRow[T] {
 func (row *advRow[T]) materialize() {
 	if row.contrib != nil {
 		return
+	}
+	row.contrib, row.abs = make([][]float64, len(row.sizes)), make([][]float64, len(row.sizes))
+	for p, n := range row.sizes {
+		row.contrib[p], row.abs[p] = make([]float64, n), make([]float64, n)
 	}
 	for l, s := range row.shapes {
 		p, d, h := s.Positions, s.In, s.Out
@@ -152,8 +189,33 @@ func (row *advRow[T]) materialize() {
 				}
 			}
 		}
-		row.contrib = append(row.contrib, w, b)
-		row.abs = append(row.abs, wa, ba)
+		row.contrib[2*l], row.contrib[2*l+1] = w, b
+		row.abs[2*l], row.abs[2*l+1] = wa, ba
+	}
+	if row.coef == 0 {
+		return
+	}
+	// Materialized rules: cᵢ·gᵢ, as matClippedSum forms it.
+	for k, g := range row.mat {
+		off := 0
+		for _, p := range row.matParams[k] {
+			c, a := row.contrib[p], row.abs[p]
+			for j := range c {
+				c[j] = row.coef * g[off+j]
+				a[j] = math.Abs(c[j])
+			}
+			off += len(c)
+		}
+	}
+	// Sparse rules: cᵢ·e_t added into the row of id_t, as SparseTap.AddClipped forms it.
+	for _, sp := range row.sparse {
+		c, a := row.contrib[sp.param], row.abs[sp.param]
+		for t, id := range sp.ids {
+			for j, v := range sp.e[t] {
+				c[id*sp.dim+j] += row.coef * v
+				a[id*sp.dim+j] += math.Abs(row.coef * v)
+			}
+		}
 	}
 }
 
@@ -165,6 +227,22 @@ func sameRow[T kernels.Float](x, y *advRow[T]) bool {
 	for l := range x.a {
 		if !sameBits(x.a[l], y.a[l]) || !sameBits(x.e[l], y.e[l]) {
 			return false
+		}
+	}
+	for k := range x.mat {
+		if !sameBits(x.mat[k], y.mat[k]) {
+			return false
+		}
+	}
+	for k := range x.sparse {
+		a, b := x.sparse[k], y.sparse[k]
+		if !slices.Equal(a.ids, b.ids) || len(a.e) != len(b.e) {
+			return false
+		}
+		for t := range a.e {
+			if !sameBits(a.e[t], b.e[t]) {
+				return false
+			}
 		}
 	}
 	return true
@@ -355,6 +433,7 @@ func TestAdversarialRecordSensitivity(t *testing.T) {
 					t.Fatal(err)
 				}
 				ds := randomDataset(m.arch, n, uint64(50+mi))
+				tokenize(m.arch, ds, uint64(50+mi))
 				if dt == tensor.Float32 {
 					advCheck[float32](t, name, m.arch, params, ds, cfgs, clips, stats)
 				} else {

@@ -21,7 +21,7 @@ func newEvaluator[T kernels.Float](arch nn.Arch, params *nn.Params, batch int) (
 		return nil, err
 	}
 	xshape := []int{batch, arch.InputSize()}
-	if len(arch.Conv) > 0 {
+	if arch.ImageInput() {
 		xshape = append([]int{batch}, arch.Input...)
 	}
 	return &evaluator[T]{net: net, x: tensor.New(tensor.WithShape(xshape...), tensor.Of(params.Dtype))}, nil

@@ -32,6 +32,9 @@ type replica[T kernels.Float] struct {
 	// layer (nil for a dense layer): example i's (In+1)·Out values at i·(In+1)·Out
 	// (convGrads).
 	conv [][]T
+	// mat holds, per materialized rule (nn.MatTap), the physical batch's per-example gradients
+	// of the layer's parameters: example i's Width values at i·Width.
+	mat [][]float64
 
 	loss      float64
 	correct   int
@@ -52,7 +55,7 @@ func newReplica[T kernels.Float](arch nn.Arch, params *nn.Params, phys int) (*re
 	}
 	dt := params.Dtype
 	xshape := []int{phys, arch.InputSize()}
-	if len(arch.Conv) > 0 {
+	if arch.ImageInput() {
 		xshape = append([]int{phys}, arch.Input...)
 	}
 	r := &replica[T]{
@@ -76,6 +79,9 @@ func newReplica[T kernels.Float](arch nn.Arch, params *nn.Params, phys int) (*re
 	r.scratch = make([]T, maxScratch)
 	if u, _ := unitRoundoff[T](); u > 0x1p-53 {
 		r.wide = make([]float64, maxWide)
+	}
+	for _, t := range net.MatTaps() {
+		r.mat = append(r.mat, make([]float64, phys*t.Width))
 	}
 	for _, p := range params.List {
 		n := p.Value.Shape().TotalSize()
@@ -136,6 +142,16 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 		}
 		convGrads(r.norm2, r.conv[li], a, e, b, s)
 	}
+	mats := r.net.MatTaps()
+	for k, t := range mats {
+		matGrads(r.norm2, r.mat[k], t, b)
+	}
+	sparse := r.net.SparseTaps()
+	for _, t := range sparse {
+		for i := range b {
+			r.norm2[i] += t.Norm2(i)
+		}
+	}
 	r.nonFinite += kernels.ClipCoefs(r.coef, r.norm2, r.mask, clip)
 	for i := range b {
 		if r.mask[i] != 0 && r.coef[i] < 1 {
@@ -152,6 +168,24 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 		}
 		addInto(r.grads[wi], r.tmp[wi])
 		addInto(r.grads[bi], r.tmp[bi])
+	}
+	for k, t := range mats {
+		matClippedSum(r.tmp, r.mat[k], r.coef[:b], t)
+		for _, pi := range t.Params {
+			addInto(r.grads[pi], r.tmp[pi])
+		}
+	}
+	for _, t := range sparse {
+		// The sparse rule (an embedding table): cᵢ·(example i's rows) added into the rows of
+		// its ids, in float64; an example with cᵢ = 0 is skipped.
+		dst := r.tmp[t.Param]
+		clear(dst)
+		for i, c := range r.coef[:b] {
+			if c != 0 {
+				t.AddClipped(dst, i, c)
+			}
+		}
+		addInto(r.grads[t.Param], dst)
 	}
 	// The batch's statistics count the real examples; one whose gradient is not finite (it
 	// contributes nothing to the sum) adds neither loss nor a correct prediction, so that one
@@ -226,6 +260,43 @@ func convClippedSum[T kernels.Float](dstW, dstB []float64, g []T, coef []float64
 		}
 		for j, v := range gi[d*h:] {
 			dstB[j] += c * float64(v)
+		}
+	}
+}
+
+// matGrads writes, for each example i of a physical batch of b, its gradient of a layer with a
+// materialized rule (nn.MatTap: Width values, float64) into g at i·Width, and adds its squared
+// norm to norm2[i].
+func matGrads(norm2, g []float64, t *nn.MatTap, b int) {
+	w := t.Width
+	for i := range b {
+		gi := g[i*w : (i+1)*w]
+		t.Example(gi, i)
+		norm2[i] += kernels.SqNorm(gi)
+	}
+}
+
+// matClippedSum sets dst[p] for each parameter p of the rule to its part of Σᵢ cᵢ·gᵢ over the
+// examples with cᵢ > 0 (one with coefficient 0 is skipped, never multiplied: its gᵢ may hold
+// NaN), in float64 and in the examples' order: the vector whose norm was measured is the one
+// summed, as for convClippedSum.
+func matClippedSum(dst [][]float64, g, coef []float64, t *nn.MatTap) {
+	w := t.Width
+	for _, p := range t.Params {
+		clear(dst[p])
+	}
+	for i, c := range coef {
+		if c == 0 {
+			continue
+		}
+		gi := g[i*w : (i+1)*w]
+		off := 0
+		for _, p := range t.Params {
+			d := dst[p]
+			for j := range d {
+				d[j] += c * gi[off+j]
+			}
+			off += len(d)
 		}
 	}
 }

@@ -32,7 +32,10 @@
 //
 // The manifest is {"arch", "dtype", "tensors": [{"name", "shape"}], "preprocessing": {"dataset",
 // "schema"}, "guarantee": {…}}. The tensors are those of nn.NewParams for the architecture, two
-// per GEMM layer: "NAME.w" of shape [In, Out] and "NAME.b" of shape [1, Out].
+// per GEMM layer: "NAME.w" of shape [In, Out] and "NAME.b" of shape [1, Out], then those of the
+// other layers of a layer-stack model (its "Stack" in the arch, docs/models.md), such as a
+// normalization's "NAME.gamma" and "NAME.beta" of shape [1, C]. A preset's arch has no
+// "Stack" key, so files written before stacks existed read as they did.
 //
 // Decode checks, in order: the magic, the version, the lengths against the file, the SHA-256,
 // the manifest (strict JSON: no unknown or missing field), the architecture, the tensors' names
@@ -565,6 +568,18 @@ const (
 // paramCount returns the number of parameter values of a, after checking it (Validate) within
 // the decoder's bounds.
 func paramCount(a nn.Arch) (int, error) {
+	if a.Kind == nn.KindStack {
+		// A stack's sizes are bounded by its own validation (nn.MaxStackLayers, …), its
+		// count too (nn.MaxStackParams); the file's bound is checked here.
+		if err := a.Validate(); err != nil {
+			return 0, err
+		}
+		n := a.NumParams()
+		if n > MaxFileBytes/4 {
+			return 0, fmt.Errorf("arch: %d parameters: more than a file can hold", n)
+		}
+		return n, nil
+	}
 	limit := maxDim
 	if len(a.Conv) > 0 {
 		limit = maxConvDim

@@ -74,7 +74,7 @@ func testArtifact(t testing.TB, arch nn.Arch, dt tensor.Dtype, seed uint64) *Art
 func logits(t testing.TB, arch nn.Arch, params *nn.Params, x []float64, n int) []float64 {
 	t.Helper()
 	shape := []int{n, arch.InputSize()}
-	if len(arch.Conv) > 0 {
+	if arch.ImageInput() {
 		shape = append([]int{n}, arch.Input...)
 	}
 	var xt *tensor.Dense
@@ -347,6 +347,11 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	stack, err := Encode(testArtifact(f, testStack(f), tensor.Float32, 1))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(stack)
 	f.Add([]byte(Magic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fixed := append([]byte(nil), data...)

@@ -60,6 +60,11 @@ type Safetensors struct {
 	Metadata map[string]string // "__metadata__"; empty when absent
 }
 
+// ErrNoTorchLayout is returned for a layer-stack model (nn.KindStack): the safetensors export
+// names and lays out the presets' tensors as PyTorch's nn.Sequential holds them, and has no
+// such mapping for stacks yet; their release is the model file alone.
+var ErrNoTorchLayout = errors.New("model: safetensors: the PyTorch layout is defined for the preset models (logreg, mlp, cnn) only, not for a layer-stack model")
+
 // torchModule is one module of the equivalent nn.Sequential; layer ≥ 0 for a GEMM layer.
 type torchModule struct {
 	text  string
@@ -68,6 +73,9 @@ type torchModule struct {
 
 // torchModules lists the modules of arch's equivalent nn.Sequential.
 func torchModules(arch nn.Arch) ([]torchModule, error) {
+	if arch.Kind == nn.KindStack {
+		return nil, ErrNoTorchLayout
+	}
 	ls, err := arch.Layers()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -67,6 +70,93 @@ func (p modelPreset) arch(dataset string, input []int, classes int, hidden []int
 	return p.build(input, classes, hidden, act), nil
 }
 
+// isPreset reports whether --model names a preset; any other value is a model file
+// (docs/models.md).
+func isPreset(model string) bool {
+	_, err := lookupPreset(model)
+	return err == nil
+}
+
+// presetModel is the preset whose training defaults a run of model on dataset takes: the model
+// itself, or for a model file the dataset's default model.
+func presetModel(dataset, model string) string {
+	if isPreset(model) {
+		return model
+	}
+	return defaultModel(dataset)
+}
+
+func (f *trainFlags) presetModel() string { return presetModel(f.dataset, f.model) }
+
+// readModelFile reads --model FILE when --model names no preset (before the data is loaded, so
+// that a wrong path fails at once); --hidden and --activation shape the presets only.
+func (f *trainFlags) readModelFile() error {
+	if isPreset(f.model) {
+		return nil
+	}
+	data, err := readModelDescription(f.model)
+	if err != nil {
+		return err
+	}
+	for _, fl := range []string{"hidden", "activation"} {
+		if f.set[fl] {
+			return usagef("--%s shapes the presets only; the model file %s describes every layer", fl, f.model)
+		}
+	}
+	f.modelFile = data
+	return nil
+}
+
+// readModelDescription reads a model file named by --model, with usage errors.
+func readModelDescription(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, usagef("--model %q: want %s (dpsgd models lists them) or a model file (docs/models.md); no such file", path, presetNames())
+	}
+	if err != nil {
+		return nil, usagef("--model %s: %v", path, err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > nn.MaxModelFileBytes {
+		return nil, usagef("--model %s: want a regular file of at most %d bytes", path, nn.MaxModelFileBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--model %s: %v", path, err)
+	}
+	return data, nil
+}
+
+// arch is the run's architecture: a preset for the data, or the model file's stack on the
+// data's shape and classes.
+func (f *trainFlags) arch(train *datasets.Dataset, hidden []int, act nn.Activation) (nn.Arch, error) {
+	if f.modelFile == nil {
+		return newArch(f.model, f.dataset, train, hidden, act)
+	}
+	a, err := nn.ParseModelFile(f.modelFile, train.Shape, train.Classes)
+	if err != nil {
+		return nn.Arch{}, usagef("--model %s: %v", f.model, err)
+	}
+	return a, nil
+}
+
+// stackString names a stack's layers with their sizes, as the start-up line shows them.
+func stackString(specs []nn.LayerSpec) string {
+	parts := make([]string, 0, len(specs))
+	for _, s := range specs {
+		p := s.Type
+		switch s.Type {
+		case "dense":
+			p += strconv.Itoa(s.Units)
+		case "conv2d":
+			p += strconv.Itoa(s.Filters)
+		case "residual":
+			p = "residual(" + stackString(s.Body) + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "-")
+}
+
 // layerJSON is one layer with parameters of a listed model.
 type layerJSON struct {
 	Name      string `json:"name"`
@@ -101,12 +191,14 @@ type modelsJSON struct {
 	Input   []int       `json:"input"`
 	Classes int         `json:"classes"`
 	Models  []modelJSON `json:"models"`
+	// LayerKinds are the layers a model file (--model FILE) may stack, each with what it takes.
+	LayerKinds map[string]string `json:"layer_kinds"`
 }
 
 // listModels describes every preset on the built-in dataset b, with the widths and
 // activation dpsgd train would use (presetFor).
 func listModels(b datasets.Builtin) (modelsJSON, error) {
-	out := modelsJSON{Dataset: b.Name, Input: b.Shape, Classes: b.Classes, Models: []modelJSON{}}
+	out := modelsJSON{Dataset: b.Name, Input: b.Shape, Classes: b.Classes, Models: []modelJSON{}, LayerKinds: nn.LayerKinds()}
 	def := defaultModel(b.Name)
 	for _, p := range modelPresets() {
 		pre := presetFor(b.Name, p.name)
@@ -159,7 +251,8 @@ func parseModelsFlags(args []string, stdout io.Writer) (*modelsFlags, error) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object")
 	if _, err := parseFlags(fs, args, stdout, "Usage: dpsgd models [--dataset NAME] [--json]\n\n"+
 		"Lists the model presets of dpsgd train --model with their layers and parameter counts on a dataset, with the\n"+
-		"widths and activation dpsgd train uses for it by default (--hidden and --activation change them)."); err != nil {
+		"widths and activation dpsgd train uses for it by default (--hidden and --activation change them), and the\n"+
+		"layer kinds a model file (--model FILE, docs/models.md) may stack."); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -232,6 +325,20 @@ func printModels(w io.Writer, list modelsJSON) error {
 			return err
 		}
 	}
+	names := make([]string, 0, len(list.LayerKinds))
+	for k := range list.LayerKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "\nModel files (--model FILE, docs/models.md) stack these layers:")
+	for _, k := range names {
+		takes := list.LayerKinds[k]
+		if takes == "" {
+			takes = "-"
+		}
+		fmt.Fprintf(w, "  %-17s %s\n", k, takes)
+	}
+	fmt.Fprintln(w, "  batchnorm         refused: it mixes the examples of a batch; use groupnorm")
 	return nil
 }
 

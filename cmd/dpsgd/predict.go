@@ -117,7 +117,7 @@ func ownSchema(p model.Preprocessing, arch nn.Arch) (*datasets.Schema, error) {
 // inputFits reports whether examples of shape are the model's input: of its width for a dense
 // model (which reads them flattened), of its shape for a convolutional one.
 func inputFits(shape []int, arch nn.Arch) bool {
-	if len(arch.Conv) > 0 {
+	if arch.ImageInput() {
 		return slices.Equal(shape, arch.Input)
 	}
 	d := 1

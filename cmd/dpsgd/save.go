@@ -88,12 +88,22 @@ func (f *trainFlags) saveModel(out *trainJSON, rc *runConfig, res *engine.Result
 		return refuse(err)
 	}
 	a := &model.Artifact{Arch: rc.cfg.Arch, Params: res.Model, Preprocessing: pre, Guarantee: g}
+	// A layer-stack model has no PyTorch layout (model.ErrNoTorchLayout): its release is the
+	// model file alone, and "safetensors" is empty in the JSON.
 	st, err := model.EncodeSafetensors(a)
-	if err != nil {
+	noTorch := errors.Is(err, model.ErrNoTorchLayout)
+	if err != nil && !noTorch {
 		return fmt.Errorf("--save %s: %w", f.save, err)
 	}
 	if err := model.WriteFile(f.save, a); err != nil {
 		return fmt.Errorf("--save: %w", err)
+	}
+	if noTorch {
+		out.SavedModel = &savedJSON{File: f.save}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "dpsgd: model saved to %s (a public release: dpsgd eval --model, dpsgd predict --model; docs/model-files.md); no safetensors: a layer-stack model has no PyTorch layout yet\n", f.save)
+		}
+		return nil
 	}
 	if err := atomicfile.WriteFile(safetensorsPath(f.save), st, 0o644); err != nil {
 		return fmt.Errorf("--save: %s: %w", safetensorsPath(f.save), err)

@@ -85,6 +85,7 @@ type trainFlags struct {
 	dataset, dataDir, cacheDir          string
 	download                            bool // --download: fetch CIFAR-10 (cifar.go)
 	model, hidden, activation           string
+	modelFile                           []byte // --model FILE: the description read (models.go)
 	samplerName, accountant             string
 	batch, physBatch, maxBatch, epochs  int
 	sigma, clip, lr, momentum, decay    float64
@@ -129,7 +130,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
 	addDownloadFlag(fs, &f.download)
 	f.own.register(fs)
-	fs.StringVar(&f.model, "model", "", presetNames()+" (dpsgd models lists them); without it, cnn for mnist and cifar10, logreg for adult and mlp for synthetic")
+	fs.StringVar(&f.model, "model", "", presetNames()+", or a model FILE describing a layer stack (docs/models.md; dpsgd models lists the presets and layer kinds); without it, cnn for mnist and cifar10, logreg for adult and mlp for synthetic")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
@@ -186,7 +187,7 @@ func (f *trainFlags) helpDefaults() string {
 	if model == "" {
 		model = defaultModel(f.dataset)
 	}
-	p := presetFor(f.dataset, model)
+	p := presetFor(f.dataset, presetModel(f.dataset, model))
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	optimizer := p.optimizer
 	if fl := f.fs.Lookup("optimizer"); fl.Changed {
@@ -230,7 +231,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if f.model == "" {
 		f.model = defaultModel(f.dataset)
 	}
-	if _, err := lookupPreset(f.model); err != nil {
+	if err := f.readModelFile(); err != nil {
 		return nil, err
 	}
 	switch f.device { // where the run goes is decided by deviceApply (train_device.go)
@@ -250,7 +251,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if err := f.checkSave(); err != nil {
 		return nil, err
 	}
-	p := presetFor(f.dataset, f.model)
+	p := presetFor(f.dataset, f.presetModel())
 	orPreset(f.set["batch-size"], &f.batch, p.batch)
 	orPreset(f.set["epochs"], &f.epochs, p.epochs)
 	orPreset(f.set["clip"], &f.clip, p.clip)
@@ -311,7 +312,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if f.batch > train.N {
 		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
 	}
-	arch, err := newArch(f.model, f.dataset, train, hidden, act)
+	arch, err := f.arch(train, hidden, act)
 	if err != nil {
 		return nil, err
 	}
@@ -775,6 +776,9 @@ func printSummary(w io.Writer, out trainJSON, res *engine.Result, privateStats b
 }
 
 func archString(a nn.Arch) string {
+	if a.Kind == nn.KindStack {
+		return stackString(a.Stack)
+	}
 	ls, err := a.Layers()
 	if err != nil {
 		return "?"

@@ -1,12 +1,19 @@
-// Package nn builds dpsgd's models as Gorgonia graphs and exposes, for every layer with
-// parameters, the two matrices the DP step needs to clip without materializing per-example
-// gradients: the layer's input rows A and the per-example errors E at its pre-activation.
+// Package nn builds dpsgd's models as Gorgonia graphs from a layer library (Layer, Sequential,
+// Residual; dense, conv2d, pooling, flatten, activations, LayerNorm, GroupNorm), each layer with
+// a per-example rule the DP step uses to clip without a per-example backward pass
+// (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it;
+// an Embedding has the sparse rule (SparseTap).
 //
-// Every parametric layer is a "GEMM layer" Z = A·W + b evaluated on B·P rows, where B is the
+// The GEMM rule exposes, for every layer with a weight matrix, the two matrices the DP step
+// needs: the layer's input rows A and the per-example errors E at its pre-activation. The
+// materialized rule (MatTap) hands the step each example's gradient of the layer's parameters.
+//
+// A "GEMM layer" (dense, conv2d) is Z = A·W + b evaluated on B·P rows, where B is the
 // physical batch and P the number of positions an example contributes: P = 1 for a dense
 // layer, P = H'·W' output positions for a convolution (A is then the im2col patch matrix).
 // The gradient of example i is Gᵢ = [Aᵢ, 1]ᵀ·Eᵢ over its P rows (docs/design.md step 3), and the
-// clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for either kind.
+// clipped sum over the batch is one GEMM, Aᵀ·diag(c)·E, for a dense layer, and the sum of the
+// materialized per-example gradients for a convolution.
 //
 // Graphs use a SUM loss over the batch (never the mean), so row i of ∂L/∂Z is ∂ℓᵢ/∂Zᵢ; rows of
 // padding examples have an all-zero one-hot label and therefore contribute exactly zero loss and
@@ -38,15 +45,20 @@ type ConvSpec struct {
 	PoolStride int
 }
 
-// Arch describes a model: optional convolutions, then dense hidden layers, then a dense
-// output layer with one logit per class.
+// Arch describes a model. A preset ("logreg", "mlp", "cnn") is optional convolutions, then
+// dense hidden layers, then a dense output layer with one logit per class; a "stack"
+// (KindStack) is the layer list Stack, as a model file describes it (docs/models.md). Either is
+// built from the layer library (Model).
 type Arch struct {
-	Kind       string // "logreg", "mlp" or "cnn"
+	Kind       string // "logreg", "mlp", "cnn" or "stack"
 	Input      []int  // per-example shape: [D] or [C, H, W]
 	Classes    int
 	Conv       []ConvSpec
 	Hidden     []int
 	Activation Activation
+	// Stack is the layer list of a stack model (nil for the presets, and then not encoded, so
+	// that a preset's encoding is what it was before stacks).
+	Stack []LayerSpec `json:",omitempty"`
 }
 
 // LogReg is multinomial logistic regression: one dense layer.
@@ -109,6 +121,12 @@ func (a Arch) Validate() error {
 		if v < 1 {
 			return fmt.Errorf("arch: input shape %v has a dimension < 1", a.Input)
 		}
+	}
+	if a.Kind == KindStack || len(a.Stack) > 0 {
+		if a.Kind != KindStack {
+			return fmt.Errorf("arch: kind %q with a layer stack: want kind %q", a.Kind, KindStack)
+		}
+		return a.validateStack()
 	}
 	for i, h := range a.Hidden {
 		if h < 1 {
@@ -200,9 +218,28 @@ type LayerShape struct {
 
 // Layers lists the GEMM layers in order.
 func (a Arch) Layers() ([]LayerShape, error) {
+	d, err := a.decl()
+	if err != nil {
+		return nil, err
+	}
+	return d.Gemm, nil
+}
+
+// decl returns every parameter the model declares: its GEMM layers, then the other layers'
+// tensors (Decl).
+func (a Arch) decl() (*Decl, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
+	if a.Kind == KindStack {
+		_, d, err := a.plan()
+		return d, err
+	}
+	return &Decl{Gemm: a.presetLayers()}, nil
+}
+
+// presetLayers lists a preset's GEMM layers (a valid one).
+func (a Arch) presetLayers() []LayerShape {
 	var out []LayerShape
 	in := a.InputSize()
 	if len(a.Conv) > 0 {
@@ -217,18 +254,30 @@ func (a Arch) Layers() ([]LayerShape, error) {
 		in = h
 	}
 	out = append(out, LayerShape{Name: "out", In: in, Out: a.Classes, Positions: 1})
-	return out, nil
+	return out
 }
 
-// NumParams counts weights and biases.
+// NumParams counts the parameter values (0 for an invalid architecture).
 func (a Arch) NumParams() int {
-	ls, err := a.Layers()
+	d, err := a.decl()
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, l := range ls {
-		n += l.In*l.Out + l.Out
+	return d.Count()
+}
+
+// OnlyGEMM reports whether every parametric layer of the model follows the GEMM rule and the
+// model is a preset, the models the CUDA backend runs.
+func (a Arch) OnlyGEMM() bool { return a.Kind != KindStack }
+
+// ImageInput reports whether the model reads its examples as B×C×H×W images (its first layer is
+// a convolution on a [C,H,W] input, whose im2col runs in Go) rather than as B×D rows.
+func (a Arch) ImageInput() bool {
+	if len(a.Input) != 3 {
+		return false
 	}
-	return n
+	if a.Kind != KindStack {
+		return len(a.Conv) > 0
+	}
+	return len(a.Stack) > 0 && a.Stack[0].Type == "conv2d"
 }

@@ -7,23 +7,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Tap is what one GEMM layer exposes after a training run: its input rows A (B·P × In) and
-// the per-example errors E = ∂L/∂Z (B·P × Out) at its pre-activation, rows grouped by example.
-type Tap struct {
-	Shape  LayerShape
-	W, B   *Param
-	aValue G.Value
-	eValue G.Value
-	// aFromInput marks a first dense layer, whose A is the x given to Run.
-	aFromInput bool
-}
-
-// A returns the layer's input rows as a tensor.
-func (t *Tap) A() tensor.Tensor { return t.aValue.(tensor.Tensor) }
-
-// E returns the per-example errors at the pre-activation.
-func (t *Tap) E() tensor.Tensor { return t.eValue.(tensor.Tensor) }
-
 // Net is a compiled Gorgonia graph of a model at a fixed physical batch size. A training net
 // runs the forward pass and the backward pass down to every pre-activation (never to the
 // weights: the weight gradients are formed, clipped, by the DP step); an evaluation net runs
@@ -36,13 +19,16 @@ type Net struct {
 	oracle bool // batch-1 oracle: Gorgonia's BroadcastAdd and Grad with respect to the weights
 
 	paramNodes G.Nodes
+	paramIdx   []int // paramNodes[k] is params.List[paramIdx[k]]
 	paramGrads []G.Value
 
-	g    *G.ExprGraph
-	x, y *G.Node
-	vm   G.VM
-	taps []*Tap
-	loss G.Value
+	g      *G.ExprGraph
+	x, y   *G.Node
+	vm     G.VM
+	taps   []*Tap
+	mats   []*MatTap
+	sparse []*SparseTap
+	loss   G.Value
 
 	geo0    convGeom      // first convolution, when the model has one
 	patches *tensor.Dense // its im2col'd input, filled by Run
@@ -69,7 +55,7 @@ func Build(arch Arch, params *Params, batch int, train bool) (*Net, error) {
 		}
 	}
 	n := &Net{Arch: arch, Batch: batch, params: params, train: train, g: newGraph()}
-	if err := n.build(shapes); err != nil {
+	if err := n.build(); err != nil {
 		return nil, fmt.Errorf("nn: building %s graph: %w", arch.Kind, err)
 	}
 	return n, nil
@@ -79,7 +65,19 @@ type layerNodes struct {
 	a, z *G.Node
 }
 
-func (n *Net) paramNode(p *Param) *G.Node {
+// paramNode returns a node holding parameter p (one of n.params.List).
+func (n *Net) paramNode(p *Param, idx ...int) *G.Node {
+	i := -1
+	if len(idx) > 0 {
+		i = idx[0]
+	} else {
+		for j, q := range n.params.List {
+			if q == p {
+				i = j
+			}
+		}
+	}
+	n.paramIdx = append(n.paramIdx, i)
 	s := p.Value.Shape()
 	// Each graph gets its own tensor header over the shared backing array: Gorgonia's
 	// transposed matmuls transpose a tensor by mutating its header, so graphs running
@@ -89,13 +87,6 @@ func (n *Net) paramNode(p *Param) *G.Node {
 	node := G.NewMatrix(n.g, n.params.Dtype, G.WithShape(s[0], s[1]), G.WithName(p.Name), G.WithValue(view))
 	n.paramNodes = append(n.paramNodes, node)
 	return node
-}
-
-func (n *Net) activate(z *G.Node) (*G.Node, error) {
-	if n.Arch.Activation == ReLU {
-		return G.Rectify(z)
-	}
-	return G.Tanh(z)
 }
 
 // gemmLayer adds Z = A·W + b for layer li and returns Z.
@@ -113,82 +104,47 @@ func (n *Net) gemmLayer(a *G.Node, li int) (*G.Node, error) {
 	return G.ApplyOp(&biasOp{m: s[0], n: s[1]}, mm, b)
 }
 
-func (n *Net) build(shapes []LayerShape) error {
+// build compiles the model's layer stack (Arch.Model): the forward graph, and for a training net
+// the summed loss, its backpropagation to every GEMM layer's pre-activation and every
+// materialized rule's output, and the taps.
+func (n *Net) build() error {
 	B, dt := n.Batch, n.params.Dtype
-	var cur *G.Node
-	if len(n.Arch.Conv) > 0 {
+	seq, d, err := n.Arch.plan()
+	if err != nil {
+		return err
+	}
+	for k, o := range d.Other {
+		i := 2*len(d.Gemm) + k
+		if i >= len(n.params.List) || !n.params.List[i].Value.Shape().Eq(tensor.Shape{o.Rows, o.Cols}) {
+			return fmt.Errorf("parameter %s: the parameters do not hold it as a %d×%d tensor at %d", o.Name, o.Rows, o.Cols, i)
+		}
+	}
+	in := inputShape(n.Arch.Input)
+	if n.Arch.ImageInput() {
 		// The first convolution's im2col runs in Go (Run does it, in parallel): the graph's
 		// input is the patch matrix, which is also that layer's tap A, read without a copy.
-		geo, err := n.Arch.convShapes()
+		g, err := seq.Layers[0].(*Conv2d).geom(in)
 		if err != nil {
 			return err
 		}
-		n.geo0 = geo[0]
-		n.patches = tensor.New(tensor.WithShape(B*geo[0].positions, geo[0].patch), tensor.Of(dt))
-		n.x = G.NewMatrix(n.g, dt, G.WithShape(B*geo[0].positions, geo[0].patch), G.WithName("patches"))
+		n.geo0 = g
+		n.patches = tensor.New(tensor.WithShape(B*g.positions, g.patch), tensor.Of(dt))
+		n.x = G.NewMatrix(n.g, dt, G.WithShape(B*g.positions, g.patch), G.WithName("patches"))
 	} else {
 		n.x = G.NewMatrix(n.g, dt, G.WithShape(B, n.Arch.InputSize()), G.WithName("x"))
 	}
 	if n.train {
 		n.y = G.NewMatrix(n.g, dt, G.WithShape(B, n.Arch.Classes), G.WithName("y"))
 	}
-	cur = n.x
-
-	var nodes []layerNodes
-	li := 0
-	if len(n.Arch.Conv) > 0 {
-		geo, err := n.Arch.convShapes()
-		if err != nil {
-			return err
-		}
-		for ci, cg := range geo {
-			s := cg.spec
-			patch := cur
-			if ci > 0 {
-				prev := geo[ci-1]
-				op := newRowsOp(false, B, prev.poolH, prev.poolW, prev.filters, s.Kernel, s.Stride, s.Pad)
-				var err error
-				if patch, err = G.ApplyOp(op, cur); err != nil {
-					return err
-				}
-			}
-			z, err := n.gemmLayer(patch, li)
-			if err != nil {
-				return err
-			}
-			nodes = append(nodes, layerNodes{a: patch, z: z})
-			li++
-			if cur, err = n.activate(z); err != nil {
-				return err
-			}
-			if s.PoolKernel > 0 {
-				op := newRowsOp(true, B, cg.outH, cg.outW, cg.filters, s.PoolKernel, s.PoolStride, 0)
-				if cur, err = G.ApplyOp(op, cur); err != nil {
-					return err
-				}
-			}
-		}
-		// (B·h·w)×C rows are, read row-major, the same bytes as B×(h·w·C).
-		if cur, err = G.Reshape(cur, tensor.Shape{B, geo[len(geo)-1].flatAfterPooling}); err != nil {
-			return err
-		}
-	}
-	for range n.Arch.Hidden {
-		z, err := n.gemmLayer(cur, li)
-		if err != nil {
-			return err
-		}
-		nodes = append(nodes, layerNodes{a: cur, z: z})
-		li++
-		if cur, err = n.activate(z); err != nil {
-			return err
-		}
-	}
-	logits, err := n.gemmLayer(cur, li)
+	bld := &Builder{net: n, nGemm: len(d.Gemm)}
+	logits, err := seq.Forward(bld, n.x, in)
 	if err != nil {
 		return err
 	}
-	nodes = append(nodes, layerNodes{a: cur, z: logits})
+	if bld.gemm != len(d.Gemm) || 2*bld.nGemm+bld.other != len(n.params.List) {
+		return fmt.Errorf("the layers built %d GEMM layers and %d other tensors, declared %d and %d", bld.gemm, bld.other, len(d.Gemm), len(d.Other))
+	}
+	nodes := bld.gemms
 	G.Read(logits, &n.logits)
 
 	if !n.train {
@@ -220,16 +176,22 @@ func (n *Net) build(shapes []LayerShape) error {
 	} else {
 		one = n.g.AddNode(G.NewConstant(float64(1)))
 	}
-	wrt := make(G.Nodes, len(nodes))
-	for i, ln := range nodes {
-		wrt[i] = ln.z
+	wrt := make(G.Nodes, 0, len(nodes)+len(bld.mats))
+	for _, ln := range nodes {
+		wrt = append(wrt, ln.z)
+	}
+	for _, m := range bld.mats {
+		wrt = append(wrt, m.out)
+	}
+	for _, sp := range bld.sparse {
+		wrt = append(wrt, sp.out)
 	}
 	grads, err := G.Backpropagate(G.Nodes{loss}, G.Nodes{one}, wrt)
 	if err != nil {
 		return fmt.Errorf("backpropagate: %w", err)
 	}
 	for i, ln := range nodes {
-		t := &Tap{Shape: shapes[i], W: n.params.List[2*i], B: n.params.List[2*i+1]}
+		t := &Tap{Shape: d.Gemm[i], W: n.params.List[2*i], B: n.params.List[2*i+1]}
 		if ln.a == n.x {
 			// The graph input needs no read: it is the buffer Run fills.
 			if n.patches != nil {
@@ -242,6 +204,19 @@ func (n *Net) build(shapes []LayerShape) error {
 		}
 		G.Read(grads[i], &t.eValue)
 		n.taps = append(n.taps, t)
+	}
+	for k, m := range bld.mats {
+		t := &MatTap{Name: m.name, Params: m.params, Width: m.width, grad: m.grad, tapVal: make([]G.Value, len(m.taps))}
+		for j, tn := range m.taps {
+			G.Read(tn, &t.tapVal[j])
+		}
+		G.Read(grads[len(nodes)+k], &t.eVal)
+		n.mats = append(n.mats, t)
+	}
+	for k, sp := range bld.sparse {
+		t := &SparseTap{Name: sp.name, Param: sp.param, L: sp.l, Vocab: sp.vocab, Dim: sp.dim}
+		G.Read(grads[len(nodes)+len(bld.mats)+k], &t.eVal)
+		n.sparse = append(n.sparse, t)
 	}
 	n.vm = G.NewTapeMachine(n.g)
 	return nil
@@ -297,6 +272,13 @@ func (n *Net) Run(x, y *tensor.Dense) error {
 	defer n.vm.Reset()
 	if err := n.vm.RunAll(); err != nil {
 		return fmt.Errorf("nn: run: %w", err)
+	}
+	for _, t := range n.mats {
+		t.load()
+	}
+	for _, t := range n.sparse {
+		t.x = x
+		t.load()
 	}
 	return nil
 }

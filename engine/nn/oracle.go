@@ -15,13 +15,12 @@ type GradOracle struct{ net *Net }
 
 // NewGradOracle builds the oracle for arch over params.
 func NewGradOracle(arch Arch, params *Params) (*GradOracle, error) {
-	shapes, err := arch.Layers()
-	if err != nil {
+	if err := arch.Validate(); err != nil {
 		return nil, err
 	}
 	n := &Net{Arch: arch, Batch: 1, params: params, train: true, oracle: true}
 	n.g = newGraph()
-	if err := n.build(shapes); err != nil {
+	if err := n.build(); err != nil {
 		return nil, fmt.Errorf("nn: building the oracle: %w", err)
 	}
 	return &GradOracle{net: n}, nil
@@ -33,8 +32,9 @@ func (o *GradOracle) Grad(x, y *tensor.Dense) ([][]float64, error) {
 	if err := o.net.Run(x, y); err != nil {
 		return nil, err
 	}
-	out := make([][]float64, len(o.net.paramGrads))
-	for i, g := range o.net.paramGrads {
+	out := make([][]float64, len(o.net.params.List))
+	for k, g := range o.net.paramGrads {
+		i := o.net.paramIdx[k]
 		switch d := g.Data().(type) {
 		case []float64:
 			out[i] = append([]float64(nil), d...)

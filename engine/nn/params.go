@@ -15,25 +15,27 @@ type Param struct {
 	Value *tensor.Dense
 }
 
-// Params holds a model's parameters, two per GEMM layer (weight In×Out, bias 1×Out), in
-// layer order.
+// Params holds a model's parameters: first two per GEMM layer (weight In×Out, bias 1×Out), in
+// layer order, then the other layers' tensors (Decl.Other, e.g. a normalization's γ and β), in
+// layer order. Shapes lists the GEMM layers.
 type Params struct {
 	Dtype  tensor.Dtype
 	List   []*Param
 	Shapes []LayerShape
 }
 
-// NewParams allocates and initializes the parameters of arch with the usual fan-in rule
-// (uniform on ±1/√fan_in for weights and biases, as PyTorch's Linear and Conv2d do), drawn
-// reproducibly from seed.
+// NewParams allocates and initializes the parameters of arch: GEMM layers with the usual fan-in
+// rule (uniform on ±1/√fan_in for weights and biases, as PyTorch's Linear and Conv2d do), drawn
+// reproducibly from seed; the other tensors to their declared constants.
 func NewParams(arch Arch, dt tensor.Dtype, seed uint64) (*Params, error) {
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		return nil, fmt.Errorf("params: dtype %v: want float32 or float64", dt)
 	}
-	shapes, err := arch.Layers()
+	d, err := arch.decl()
 	if err != nil {
 		return nil, err
 	}
+	shapes := d.Gemm
 	rng := rand.New(rand.NewPCG(seed, 0x9a2a1f3c5d7e4b61))
 	p := &Params{Dtype: dt, Shapes: shapes}
 	for _, l := range shapes {
@@ -43,6 +45,26 @@ func NewParams(arch Arch, dt tensor.Dtype, seed uint64) (*Params, error) {
 		fillUniform(w, rng, bound)
 		fillUniform(b, rng, bound)
 		p.List = append(p.List, &Param{Name: l.Name + ".w", Value: w}, &Param{Name: l.Name + ".b", Value: b})
+	}
+	for _, o := range d.Other {
+		v := tensor.New(tensor.WithShape(o.Rows, o.Cols), tensor.Of(dt))
+		val := func() float64 {
+			if o.Normal {
+				return o.Init * rng.NormFloat64()
+			}
+			return o.Init
+		}
+		switch x := v.Data().(type) {
+		case []float32:
+			for i := range x {
+				x[i] = float32(val())
+			}
+		case []float64:
+			for i := range x {
+				x[i] = val()
+			}
+		}
+		p.List = append(p.List, &Param{Name: o.Name, Value: v})
 	}
 	return p, nil
 }

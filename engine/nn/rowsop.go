@@ -16,7 +16,8 @@ import (
 // examples (Gorgonia's own Im2Col, MaxPool2D and Transpose run on one core and were half of a
 // CNN step in our profile):
 //
-//   - pool:    max pooling, k×k windows at stride s, no padding;
+//   - pool:    max pooling (average pooling with avg set), k×k windows at stride s, no
+//     padding;
 //   - patches: im2col with zero padding; columns ordered (ky, kx, channel).
 //
 // Each has a gradient op (rowsDiffOp): the pool gradient routes ∂L/∂y to the first maximum of
@@ -24,6 +25,7 @@ import (
 // every patch entry back to the pixel it was copied from.
 type rowsOp struct {
 	pool    bool // true: max pool; false: patches
+	avg     bool // with pool: average instead of maximum
 	b, h, w int  // input geometry (per example h×w positions)
 	c       int  // channels = input columns
 	k, s    int  // window and stride
@@ -109,6 +111,9 @@ func (op *rowsOp) String() string {
 	kind := "Patches"
 	if op.pool {
 		kind = "MaxPool"
+		if op.avg {
+			kind = "AvgPool"
+		}
 	}
 	return fmt.Sprintf("Rows%s{b=%d h=%d w=%d c=%d k=%d s=%d pad=%d}", kind, op.b, op.h, op.w, op.c, op.k, op.s, op.pad)
 }
@@ -187,7 +192,9 @@ func rowsForward[T float32 | float64](op *rowsOp, out, x []T) {
 	parallelExamples(op.b, func(i int) {
 		xi := x[i*per : (i+1)*per]
 		oi := out[i*oper : (i+1)*oper]
-		if op.pool {
+		if op.avg {
+			avgPoolForward(op, oi, xi)
+		} else if op.pool {
 			poolForward(op, oi, xi)
 		} else {
 			patchesForward(op, oi, xi)
@@ -202,7 +209,9 @@ func rowsBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
 		dxi := dx[i*per : (i+1)*per]
 		clear(dxi)
 		dyi := dy[i*oper : (i+1)*oper]
-		if op.pool {
+		if op.avg {
+			avgPoolBackward(op, dxi, dyi)
+		} else if op.pool {
 			poolBackward(op, dxi, x[i*per:(i+1)*per], dyi)
 		} else {
 			patchesBackward(op, dxi, dyi)

@@ -1,0 +1,173 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Act is a pointwise activation (no parameters, no rule): tanh, relu, gelu (exact,
+// x·Φ(x), Hendrycks and Gimpel, "Gaussian Error Linear Units (GELUs)"), or the tempered
+// sigmoid φ(x) = Scale·σ(Temp·x) − Offset (Papernot, Thakurta, Song, Chien and Erlingsson,
+// "Tempered Sigmoid Activations for Deep Learning with Differential Privacy"; Scale 2, Temp 2,
+// Offset 1 is tanh).
+type Act struct {
+	Fn                  string // "tanh", "relu", "gelu" or "tempered_sigmoid"
+	Scale, Temp, Offset float64
+}
+
+// Kind is the function's name.
+func (l *Act) Kind() string { return l.Fn }
+
+// Plan keeps the shape.
+func (l *Act) Plan(in Shape, _ *Decl) (Shape, error) {
+	switch l.Fn {
+	case "tanh", "relu", "gelu":
+	case "tempered_sigmoid":
+		if !(l.Scale > 0 && l.Temp > 0 && l.Scale <= 1e6 && l.Temp <= 1e6) || math.IsNaN(l.Offset) || math.Abs(l.Offset) > 1e6 {
+			return Shape{}, fmt.Errorf("tempered sigmoid: scale %g, temp %g, offset %g: want scale and temp in (0, 1e6], |offset| ≤ 1e6", l.Scale, l.Temp, l.Offset)
+		}
+	default:
+		return Shape{}, fmt.Errorf("activation %q: want tanh, relu, gelu or tempered_sigmoid", l.Fn)
+	}
+	return in, nil
+}
+
+// Forward applies the function.
+func (l *Act) Forward(b *Builder, x *G.Node, _ Shape) (*G.Node, error) {
+	switch l.Fn {
+	case "tanh":
+		return G.Tanh(x)
+	case "relu":
+		return G.Rectify(x)
+	}
+	return G.ApplyOp(&pointOp{fn: l.Fn, scale: l.Scale, temp: l.Temp, offset: l.Offset, shape: x.Shape().Clone()}, x)
+}
+
+// pointOp applies a pointwise function; its gradient op (pointDiffOp) multiplies ∂L/∂y by f′(x).
+type pointOp struct {
+	fn                  string
+	scale, temp, offset float64
+	shape               tensor.Shape
+	diff                bool // the gradient op: inputs x and ∂L/∂y
+}
+
+func (op *pointOp) f(x float64) float64 {
+	switch op.fn {
+	case "gelu":
+		return x * 0.5 * math.Erfc(-x/math.Sqrt2)
+	default: // tempered_sigmoid
+		return op.scale/(1+math.Exp(-op.temp*x)) - op.offset
+	}
+}
+
+func (op *pointOp) df(x float64) float64 {
+	switch op.fn {
+	case "gelu":
+		return 0.5*math.Erfc(-x/math.Sqrt2) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+	default:
+		s := 1 / (1 + math.Exp(-op.temp*x))
+		return op.scale * op.temp * s * (1 - s)
+	}
+}
+
+func (op *pointOp) Arity() int {
+	if op.diff {
+		return 2
+	}
+	return 1
+}
+
+func (op *pointOp) Type() hm.Type {
+	t := G.TensorType{Dims: len(op.shape), Of: hm.TypeVariable('a')}
+	if op.diff {
+		return hm.NewFnType(t, t, t)
+	}
+	return hm.NewFnType(t, t)
+}
+
+func (op *pointOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
+
+func (op *pointOp) Do(inputs ...G.Value) (G.Value, error) {
+	if len(inputs) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), op.Arity())
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: input is %T", op, inputs[0])
+	}
+	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.shape...))
+	return op.UsePreallocDo(out, inputs...)
+}
+
+func (op *pointOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	if !ok || len(inputs) != op.Arity() {
+		return nil, fmt.Errorf("%v: bad arguments", op)
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok || x.Shape().TotalSize() != op.shape.TotalSize() {
+		return nil, fmt.Errorf("%v: input %v", op, inputs[0].Shape())
+	}
+	var dy *tensor.Dense
+	if op.diff {
+		if dy, ok = inputs[1].(*tensor.Dense); !ok || dy.Shape().TotalSize() != op.shape.TotalSize() {
+			return nil, fmt.Errorf("%v: gradient %v", op, inputs[1].Shape())
+		}
+	}
+	switch xd := x.Data().(type) {
+	case []float32:
+		pointApply(op, out.Data().([]float32), xd, dy)
+	case []float64:
+		pointApply(op, out.Data().([]float64), xd, dy)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
+	}
+	return out, nil
+}
+
+func pointApply[T float32 | float64](op *pointOp, out, x []T, dy *tensor.Dense) {
+	if !op.diff {
+		for j, v := range x {
+			out[j] = T(op.f(float64(v)))
+		}
+		return
+	}
+	g := dy.Data().([]T)
+	for j, v := range x {
+		out[j] = g[j] * T(op.df(float64(v)))
+	}
+}
+
+func (op *pointOp) ReturnsPtr() bool      { return false }
+func (op *pointOp) CallsExtern() bool     { return false }
+func (op *pointOp) OverwritesInput() int  { return -1 }
+func (op *pointOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *pointOp) Hashcode() uint32      { return hashOf(op) }
+
+func (op *pointOp) String() string {
+	d := ""
+	if op.diff {
+		d = "Grad"
+	}
+	return fmt.Sprintf("%s%s{%g,%g,%g %v}", d, op.fn, op.scale, op.temp, op.offset, op.shape)
+}
+
+func (op *pointOp) DiffWRT(int) []bool { return []bool{true} }
+
+func (op *pointOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if op.diff || len(inputs) != 1 {
+		return nil, fmt.Errorf("%v: no second derivative", op)
+	}
+	d := *op
+	d.diff = true
+	dx, err := G.ApplyOp(&d, inputs[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}

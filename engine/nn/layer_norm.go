@@ -1,0 +1,238 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// normEps is the ε under the square root of the normalizations (PyTorch's default).
+const normEps = 1e-5
+
+// Norm is LayerNorm or GroupNorm with an affine transform: each example's values are normalized
+// within each group, x̂ = (x − μ)/√(σ² + ε), and y = γ⊙x̂ + β with γ, β one value per feature
+// (LayerNorm, on a flat input) or per channel (GroupNorm). Statistics are an example's own, so
+// examples stay apart and per-example gradients exist (unlike BatchNorm: Wu and He, "Group
+// Normalization"). Rule: materialized (rule_norm.go).
+type Norm struct {
+	Groups int  // GroupNorm: channel groups (C divisible by it); LayerNorm: 1
+	Layer  bool // LayerNorm: flat input, all features one group
+}
+
+// Kind is "layernorm" or "groupnorm".
+func (l *Norm) Kind() string {
+	if l.Layer {
+		return "layernorm"
+	}
+	return "groupnorm"
+}
+
+// Plan declares γ (ones) and β (zeros), 1×C each.
+func (l *Norm) Plan(in Shape, d *Decl) (Shape, error) {
+	if in.Layout == Image {
+		return Shape{}, fmt.Errorf("%s on the raw image: put a conv2d or flatten first", l.Kind())
+	}
+	if l.Layer {
+		if in.Layout != Flat {
+			return Shape{}, fmt.Errorf("layernorm needs a flat input, got %v: use groupnorm with groups 1 on convolved inputs", in)
+		}
+	} else if l.Groups < 1 || in.C%l.Groups != 0 {
+		return Shape{}, fmt.Errorf("groups = %d: want ≥ 1 and dividing the %d channels", l.Groups, in.C)
+	}
+	d.AddParam("gamma", 1, in.C, 1)
+	d.AddParam("beta", 1, in.C, 0)
+	return in, nil
+}
+
+// Forward adds the normalization, the affine transform and the rule.
+func (l *Norm) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
+	groups := l.Groups
+	if l.Layer {
+		groups = 1
+	}
+	gamma, gi, err := b.NextParam()
+	if err != nil {
+		return nil, err
+	}
+	beta, bi, err := b.NextParam()
+	if err != nil {
+		return nil, err
+	}
+	op := &normOp{b: b.Batch(), p: in.Positions(), c: in.C, groups: groups}
+	xhat, err := G.ApplyOp(op, x)
+	if err != nil {
+		return nil, err
+	}
+	scaled, err := G.BroadcastHadamardProd(xhat, gamma, nil, []byte{0})
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.AddBias(scaled, beta)
+	if err != nil {
+		return nil, err
+	}
+	b.Materialize(l.Kind(), []int{gi, bi}, 2*in.C, y, []*G.Node{xhat}, normRule(in.Positions(), in.C))
+	return y, nil
+}
+
+// normOp maps (B·P)×C rows to x̂, each example's group normalized by its own mean and variance.
+// Its gradient op (diff set; inputs x and ∂L/∂x̂) is
+// ∂L/∂x = (∂L/∂x̂ − mean(∂L/∂x̂) − x̂·mean(∂L/∂x̂ ⊙ x̂)) / √(σ² + ε), means over the group.
+type normOp struct {
+	b, p, c, groups int
+	diff            bool
+}
+
+func (op *normOp) Arity() int {
+	if op.diff {
+		return 2
+	}
+	return 1
+}
+
+func (op *normOp) Type() hm.Type {
+	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
+	if op.diff {
+		return hm.NewFnType(t, t, t)
+	}
+	return hm.NewFnType(t, t)
+}
+
+func (op *normOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{op.b * op.p, op.c}, nil
+}
+
+func (op *normOp) Do(inputs ...G.Value) (G.Value, error) {
+	if len(inputs) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), op.Arity())
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: input is %T", op, inputs[0])
+	}
+	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.p, op.c))
+	return op.UsePreallocDo(out, inputs...)
+}
+
+func (op *normOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
+	out, ok := prealloc.(*tensor.Dense)
+	n := op.b * op.p * op.c
+	if !ok || len(inputs) != op.Arity() {
+		return nil, fmt.Errorf("%v: bad arguments", op)
+	}
+	x, ok := inputs[0].(*tensor.Dense)
+	if !ok || x.Shape().TotalSize() != n {
+		return nil, fmt.Errorf("%v: input %v", op, inputs[0].Shape())
+	}
+	var dy *tensor.Dense
+	if op.diff {
+		if dy, ok = inputs[1].(*tensor.Dense); !ok || dy.Shape().TotalSize() != n {
+			return nil, fmt.Errorf("%v: gradient %v", op, inputs[1].Shape())
+		}
+	}
+	switch xd := x.Data().(type) {
+	case []float32:
+		normApply(op, out.Data().([]float32), xd, dy)
+	case []float64:
+		normApply(op, out.Data().([]float64), xd, dy)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
+	}
+	return out, nil
+}
+
+// normApply runs the forward pass (dy nil) or the gradient, example by example, in float64.
+func normApply[T float32 | float64](op *normOp, out, x []T, dy *tensor.Dense) {
+	var g []T
+	if dy != nil {
+		g = dy.Data().([]T)
+	}
+	per := op.p * op.c
+	cg := op.c / op.groups
+	m := float64(op.p * cg)
+	parallelExamples(op.b, func(i int) {
+		xi, oi := x[i*per:(i+1)*per], out[i*per:(i+1)*per]
+		for grp := range op.groups {
+			lo, hi := grp*cg, (grp+1)*cg
+			var mu float64
+			for r := range op.p {
+				for _, v := range xi[r*op.c+lo : r*op.c+hi] {
+					mu += float64(v)
+				}
+			}
+			mu /= m
+			var v2 float64
+			for r := range op.p {
+				for _, v := range xi[r*op.c+lo : r*op.c+hi] {
+					d := float64(v) - mu
+					v2 += d * d
+				}
+			}
+			inv := 1 / math.Sqrt(v2/m+normEps)
+			if g == nil {
+				for r := range op.p {
+					for j := lo; j < hi; j++ {
+						oi[r*op.c+j] = T((float64(xi[r*op.c+j]) - mu) * inv)
+					}
+				}
+				continue
+			}
+			gi := g[i*per : (i+1)*per]
+			var sg, sgx float64
+			for r := range op.p {
+				for j := lo; j < hi; j++ {
+					gv := float64(gi[r*op.c+j])
+					sg += gv
+					sgx += gv * (float64(xi[r*op.c+j]) - mu) * inv
+				}
+			}
+			sg /= m
+			sgx /= m
+			for r := range op.p {
+				for j := lo; j < hi; j++ {
+					xh := (float64(xi[r*op.c+j]) - mu) * inv
+					oi[r*op.c+j] = T((float64(gi[r*op.c+j]) - sg - xh*sgx) * inv)
+				}
+			}
+		}
+	})
+}
+
+func (op *normOp) ReturnsPtr() bool      { return false }
+func (op *normOp) CallsExtern() bool     { return false }
+func (op *normOp) OverwritesInput() int  { return -1 }
+func (op *normOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *normOp) Hashcode() uint32      { return hashOf(op) }
+
+func (op *normOp) String() string {
+	d := ""
+	if op.diff {
+		d = "Grad"
+	}
+	return fmt.Sprintf("%sNorm{b=%d p=%d c=%d g=%d}", d, op.b, op.p, op.c, op.groups)
+}
+
+func (op *normOp) DiffWRT(int) []bool { return []bool{true} }
+
+func (op *normOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if op.diff || len(inputs) != 1 {
+		return nil, fmt.Errorf("%v: no second derivative", op)
+	}
+	d := *op
+	d.diff = true
+	dx, err := G.ApplyOp(&d, inputs[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// BatchNorm is refused: it normalizes each value by statistics of the whole batch, so one
+// example's output depends on the others' and no per-example gradient (hence no clipping bound)
+// exists.
+var errBatchNorm = errors.New("batchnorm mixes the examples of a batch (its statistics are the batch's), so per-example gradients and DP-SGD's clipping bound do not exist: use groupnorm (or layernorm on flat inputs)")
