@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"math"
 	"os"
@@ -32,10 +31,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/federated"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -92,8 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var eps []float64
 	for _, s := range strings.Split(o.epsilonSet, ",") {
 		var v float64
-		if _, err := fmt.Sscan(strings.TrimSpace(s), &v); err != nil || !(v > 0) {
-			return fmt.Errorf("%w: --epsilons %q: want positive numbers", errUsage, o.epsilonSet)
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &v); err != nil {
+			return fmt.Errorf("%w: --epsilons %q: want numbers, comma-separated", errUsage, o.epsilonSet)
 		}
 		eps = append(eps, v)
 	}
@@ -105,10 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clients := make([]federated.ClientSpec, o.clients)
-	dp, dt := federated.SplitDelta(o.delta)
+	clients := make([]dpsgd.Client, o.clients)
+	examples := make([]int, o.clients)
 	for i := range clients {
-		clients[i] = federated.ClientSpec{ID: fmt.Sprintf("c%03d", i), Epsilon: eps[i%len(eps)], Delta: o.delta, DeltaPrime: dp, DeltaTail: dt}
+		// δ alone: the front door splits it evenly into δ' and δ‴.
+		clients[i] = dpsgd.Client{ID: fmt.Sprintf("c%03d", i), Epsilon: eps[i%len(eps)], Delta: o.delta}
+		examples[i] = len(parts[i])
 	}
 	arch := nn.LogReg(train.Shape, train.Classes)
 	model := "logistic regression 784-10"
@@ -127,15 +130,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+r.name+",") {
 			continue
 		}
+		plan := dpsgd.FederatedPlan{
+			Clients: clients, Examples: examples, Rounds: o.rounds, Draws: o.k, LocalSteps: o.localSteps,
+			LocalBatch: o.localBatch, Clip: o.clip, UniformNoise: r.uniform, Seed: o.seed, NonPrivate: r.nonPrivate,
+		}
+		priv, err := plan.Resolve()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
 		cfg := federated.Config{
 			Model: engine.Config{
-				Arch: arch, Dtype: tensor.Float32, Clip: o.clip, Seed: o.seed, NonPrivate: r.nonPrivate,
+				Arch: arch, Dtype: tensor.Float32,
 				Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: o.lr},
 			},
-			Rounds: o.rounds, Draws: o.k, LocalSteps: o.localSteps, LocalBatch: o.localBatch,
-			UniformNoise: r.uniform, EvalEvery: max(1, o.rounds/5),
+			EvalEvery: max(1, o.rounds/5),
 		}
-		f, err := federated.New(cfg, train, test, clients, parts)
+		f, err := federated.New(cfg, priv, train, test, parts)
 		if err != nil {
 			return err
 		}
