@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dpsgd/dpsgd"
 	"io"
 	"math"
 	"sort"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dpsgd/dpsgd"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 )
 
 // MaxClients is the largest number of clients a clients file may hold.
@@ -79,12 +81,9 @@ func ParseClients(r io.Reader, name string) ([]dpsgd.Client, error) {
 	if name == "" {
 		name = "clients"
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxClientsFile+1))
+	data, err := boundedio.ReadAll(r, maxClientsFile, "", nil)
 	if err != nil {
-		return nil, &ParseError{File: name, Msg: "reading: " + err.Error()}
-	}
-	if len(data) > maxClientsFile {
-		return nil, &ParseError{File: name, Msg: fmt.Sprintf("file larger than %d bytes", maxClientsFile)}
+		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
 	if !utf8.Valid(data) {
 		return nil, &ParseError{File: name, Line: badUTF8Line(data), Msg: "not valid UTF-8 text"}

@@ -2,11 +2,12 @@ package federated
 
 import (
 	"errors"
-	"github.com/dpsgd/dpsgd"
-	"github.com/dpsgd/dpsgd/privacy/personalized"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/dpsgd/dpsgd"
+	"github.com/dpsgd/dpsgd/privacy/personalized"
 )
 
 func TestParseClientsCSV(t *testing.T) {

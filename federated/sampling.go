@@ -2,10 +2,11 @@ package federated
 
 import (
 	"fmt"
-	"github.com/dpsgd/dpsgd"
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/dpsgd/dpsgd"
 )
 
 // The client sampling kinds are the front door's (dpsgd.ClientSampling). Under both, client

@@ -1,12 +1,12 @@
 package federated
 
 import (
-	"github.com/dpsgd/dpsgd"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/dpsgd/dpsgd"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
