@@ -17,7 +17,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/federated"
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"gorgonia.org/tensor"
 )
@@ -331,11 +330,8 @@ type fedJSON struct {
 // cmdFederated runs dpsgd federated.
 func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := fedParseFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	run, err := f.resolve(ctx)
 	if err != nil {
