@@ -307,24 +307,16 @@ func (p *FederatedPlan) validate() error {
 	if p.LocalBatch < 0 {
 		return bad("LocalBatch", nil, "%d: want ≥ 0 (0: all local examples)", p.LocalBatch)
 	}
-	switch p.Mode {
-	case "":
-		p.Mode = GradientPerturbation
-	case GradientPerturbation, OutputPerturbation:
-	default:
-		return bad("Mode", nil, "%q: want %s or %s", p.Mode, GradientPerturbation, OutputPerturbation)
+	if err := oneOf("Mode", &p.Mode, GradientPerturbation, OutputPerturbation); err != nil {
+		return err
 	}
-	switch p.Calibration {
-	case "":
-		p.Calibration = CalibrationGDP
-	case CalibrationGDP, CalibrationSeed:
-	default:
-		return bad("Calibration", nil, "%q: want %s or %s", p.Calibration, CalibrationGDP, CalibrationSeed)
+	if err := oneOf("Calibration", &p.Calibration, CalibrationGDP, CalibrationSeed); err != nil {
+		return err
 	}
-	switch p.Sampling {
-	case "", SamplingCategorical, SamplingBernoulli:
-	default:
-		return bad("Sampling", nil, "%q: want %s or %s", p.Sampling, SamplingCategorical, SamplingBernoulli)
+	if p.Sampling != "" { // "": chosen from the rates in Resolve
+		if err := oneOf("Sampling", &p.Sampling, SamplingCategorical, SamplingBernoulli); err != nil {
+			return err
+		}
 	}
 	if !(p.LogisticK >= 0) || math.IsInf(p.LogisticK, 0) {
 		return bad("LogisticK", nil, "%v: want a finite value > 0 (0: %v)", p.LogisticK, personalized.DefaultK)
