@@ -385,11 +385,7 @@ func WriteFile(path string, a *Artifact) error {
 
 // Load reads and checks a model file from r.
 func Load(r io.Reader) (*Artifact, error) {
-	data, err := boundedio.ReadAll(r, MaxFileBytes, "model", ErrFormat)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data)
+	return boundedio.Parse(r, MaxFileBytes, "model", ErrFormat, Decode)
 }
 
 // ReadFile loads the model file at path.

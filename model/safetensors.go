@@ -294,11 +294,7 @@ func WriteSafetensors(w io.Writer, a *Artifact) error {
 
 // ReadSafetensors reads a safetensors file of F32 and F64 tensors from r (DecodeSafetensors).
 func ReadSafetensors(r io.Reader) (*Safetensors, error) {
-	data, err := boundedio.ReadAll(r, MaxFileBytes, "model: safetensors", ErrFormat)
-	if err != nil {
-		return nil, err
-	}
-	return DecodeSafetensors(data)
+	return boundedio.Parse(r, MaxFileBytes, "model: safetensors", ErrFormat, DecodeSafetensors)
 }
 
 // DecodeSafetensors parses a safetensors file and checks it as the specification asks: a

@@ -484,11 +484,7 @@ func decodeTensors(tag string, p []byte, w int) ([][]float64, error) {
 
 // Read reads and validates a checkpoint.
 func Read(r io.Reader) (*Checkpoint, error) {
-	data, err := boundedio.ReadAll(r, MaxFileBytes, "checkpoint", ErrFormat)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data)
+	return boundedio.Parse(r, MaxFileBytes, "checkpoint", ErrFormat, Decode)
 }
 
 // Load reads the checkpoint file at path.

@@ -1,8 +1,9 @@
 // Package boundedio reads whole inputs of bounded size: every file format dpsgd parses (model
 // files and their safetensors, checkpoints, ledgers, clients files, the rows given to
 // dpsgd predict) is read through ReadAll, so that an input larger than its format's bound is
-// refused after reading one byte more than the bound, never read whole into memory; ReadFile
-// opens a file, reads it with a format's reader and names the path in any error.
+// refused after reading one byte more than the bound, never read whole into memory; Parse
+// hands the bytes to a format's decoder; ReadFile opens a file, reads it with a format's reader
+// and names the path in any error.
 //
 // Role: a shared helper of the module's parsers (internal/: not part of the API).
 package boundedio
@@ -30,6 +31,16 @@ func ReadAll(r io.Reader, limit int64, what string, invalid error) ([]byte, erro
 		return nil, fmt.Errorf("%slarger than %d bytes", prefix(what), limit)
 	}
 	return data, nil
+}
+
+// Parse reads r with ReadAll and gives the bytes to decode: a format's reader from its decoder.
+func Parse[T any](r io.Reader, limit int64, what string, invalid error, decode func([]byte) (T, error)) (T, error) {
+	data, err := ReadAll(r, limit, what, invalid)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(data)
 }
 
 // ReadFile opens the file at path and reads it with read. An error of opening is returned as

@@ -91,3 +91,16 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("reader error: %v", err)
 	}
 }
+
+// TestParse: the decoder gets exactly the bytes read; an oversized input never reaches it.
+func TestParse(t *testing.T) {
+	invalid := errors.New("bad format")
+	calls := 0
+	decode := func(b []byte) (int, error) { calls++; return len(b), nil }
+	if n, err := Parse(strings.NewReader("12345"), 5, "fmt", invalid, decode); n != 5 || err != nil || calls != 1 {
+		t.Errorf("Parse: %d, %v, %d calls", n, err, calls)
+	}
+	if _, err := Parse(strings.NewReader("123456"), 5, "fmt", invalid, decode); !errors.Is(err, invalid) || calls != 1 {
+		t.Errorf("oversized: %v, %d calls", err, calls)
+	}
+}
