@@ -355,21 +355,27 @@ func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
 
 // Delta returns the certified δ at eps ≥ 0 after steps ≥ 0 steps (0 steps: 0).
 func (a *ExactAccountant) Delta(steps int, eps float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	if err := checkEps(eps); err != nil {
-		return 0, err
-	}
-	e := privacy.EpochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	c, err := a.composed(e)
-	if err != nil {
+	c, err := a.composedAt(steps, checkEps(eps))
+	if c == nil || err != nil {
 		return 0, err
 	}
 	return c.delta(eps), nil
+}
+
+// composedAt returns the composition of the epochs that steps ≥ 0 steps cover, nil for none;
+// an invalid steps, then argErr (the check of the other argument), is returned first.
+func (a *ExactAccountant) composedAt(steps int, argErr error) (*exactComposed, error) {
+	if err := checkSteps(steps); err != nil {
+		return nil, err
+	}
+	if argErr != nil {
+		return nil, argErr
+	}
+	e := privacy.EpochsOf(steps, a.rounds)
+	if e == 0 {
+		return nil, nil
+	}
+	return a.composed(e)
 }
 
 // TV returns the certified total variation after steps steps: Delta(steps, 0).
@@ -378,18 +384,8 @@ func (a *ExactAccountant) TV(steps int) (float64, error) { return a.Delta(steps,
 // Epsilon returns the smallest ε ≥ 0 with Delta(steps, ε) ≤ delta (rounded
 // up), delta in (0, 1); 0 steps give 0.
 func (a *ExactAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	if err := checkProb("delta", delta); err != nil {
-		return 0, err
-	}
-	e := privacy.EpochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	c, err := a.composed(e)
-	if err != nil {
+	c, err := a.composedAt(steps, checkProb("delta", delta))
+	if c == nil || err != nil {
 		return 0, err
 	}
 	return c.epsilon(delta)
