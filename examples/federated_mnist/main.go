@@ -17,7 +17,7 @@
 // multiplier, the selections and the ε spent (exact GDP accounting at the realized selections)
 // against the budget.
 //
-//	go run ./examples/federated_mnist --data-dir ../shared/datasets/mnist
+//	go run ./examples/federated_mnist --data-dir DIR   # DIR holds the MNIST IDX files (docs/datasets.md)
 package main
 
 import (
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	fs := pflag.NewFlagSet("federated_mnist", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.dataDir, "data-dir", "../shared/datasets/mnist", "directory with the MNIST IDX files")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory with the MNIST IDX files (required; docs/datasets.md)")
 	fs.IntVar(&o.clients, "clients", 100, "number of clients")
 	fs.StringVar(&o.epsilonSet, "epsilons", "1,2,4", "budgets, assigned round-robin (a third each)")
 	fs.Float64Var(&o.delta, "delta", 1e-5, "δᵢ of every client")
@@ -97,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --epsilons %q: want numbers, comma-separated", errUsage, o.epsilonSet)
 		}
 		eps = append(eps, v)
+	}
+	if o.dataDir == "" {
+		return fmt.Errorf("%w: --data-dir: want the directory holding the MNIST IDX files (docs/datasets.md)", errUsage)
 	}
 	train, test, err := datasets.LoadMNIST(o.dataDir)
 	if err != nil {
