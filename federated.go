@@ -541,12 +541,12 @@ func (priv *FederatedPrivate) Spent(i, participations int) (float64, error) {
 }
 
 // Guarantee returns the sentence that states what a run of this plan guarantees to every
-// client.
+// client, and who can regenerate the noise.
 func (priv *FederatedPrivate) Guarantee() string {
 	if priv.Plan.NonPrivate {
 		return "none: non-private baseline"
 	}
-	return fmt.Sprintf("client i: (epsilon_spent_i, delta_prime_i)-DP for its examples under replace-one adjacency, towards a third party, by exact GDP composition of its %s releases given the realized selections (never more than rounds_bound_i: (epsilon_i, delta_prime_i) always holds)", priv.Plan.Mode)
+	return fmt.Sprintf("client i: (epsilon_spent_i, delta_prime_i)-DP for its examples under replace-one adjacency (its example count public), towards a third party, by exact GDP composition of its %s releases given the realized selections (never more than rounds_bound_i: (epsilon_i, delta_prime_i) always holds); the noise, draws and local batches are pseudorandom from seed %d, so the guarantee holds only while the seed is secret (anyone who knows it can regenerate the noise): a research run", priv.Plan.Mode, priv.Plan.Seed)
 }
 
 // ClientGuarantee returns the sentence that states what client i's guarantee is after the

@@ -2,7 +2,6 @@ package federated
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -35,6 +34,10 @@ type Config struct {
 	EvalEvery int
 	// GammaL is γ·L in eq. 11's utility cost; 0 means the local learning rate γ (L = 1).
 	GammaL float64
+	// PrivateStats reports, in a private run, the clients' mean training loss of each round
+	// (RoundStats.TrainLoss): computed from their data without noise, it is not covered by
+	// the guarantee. A non-private run always reports it.
+	PrivateStats bool
 }
 
 // ClientReport is a client's plan and what happened to it.
@@ -57,29 +60,19 @@ type ClientReport struct {
 
 // RoundStats is what the loop reports after each round.
 type RoundStats struct {
-	Round        int     `json:"round"` // 1-based
-	Rounds       int     `json:"rounds"`
-	Participants int     `json:"participants"`  // clients that trained this round
-	SkippedDraws int     `json:"skipped_draws"` // draws that fell on retired clients
-	Retired      int     `json:"retired"`       // clients retired so far
-	TrainLoss    float64 `json:"train_loss"`    // mean loss over the local steps' examples (0 without participants)
+	Round        int `json:"round"` // 1-based
+	Rounds       int `json:"rounds"`
+	Participants int `json:"participants"`  // clients that trained this round
+	SkippedDraws int `json:"skipped_draws"` // draws that fell on retired clients
+	Retired      int `json:"retired"`       // clients retired so far
+	// TrainLoss is the mean loss over the local steps' examples, computed from the clients'
+	// data without noise: not covered by the guarantee, so a private run reports it only with
+	// Config.PrivateStats; nil otherwise, without participants, or when not finite (a
+	// diverging model's).
+	TrainLoss *float64 `json:"train_loss"`
 	// TestAccuracy is the global model's accuracy, nil when not evaluated this round.
 	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
 	Seconds      float64  `json:"seconds"`
-}
-
-// MarshalJSON writes a non-finite training loss (a diverging model's) as null: JSON has no
-// NaN or Inf.
-func (r RoundStats) MarshalJSON() ([]byte, error) {
-	type plain RoundStats
-	out := struct {
-		plain
-		TrainLoss *float64 `json:"train_loss"`
-	}{plain: plain(r)}
-	if !math.IsNaN(r.TrainLoss) && !math.IsInf(r.TrainLoss, 0) {
-		out.TrainLoss = &r.TrainLoss
-	}
-	return json.Marshal(out)
 }
 
 // Report is the result of a run.
@@ -421,17 +414,19 @@ func (f *Federation) runRound(counts []int) (RoundStats, error) {
 	}
 	wg.Wait()
 	updates := make([][]float64, len(counts))
-	seen := 0
+	seen, loss := 0, 0.0
 	for _, j := range jobs {
 		if j.err != nil {
 			return st, fmt.Errorf("client %q: %w", f.plans[j.client].ID, j.err)
 		}
 		updates[j.client] = j.update
-		st.TrainLoss += j.loss
+		loss += j.loss
 		seen += j.seen
 	}
-	if seen > 0 {
-		st.TrainLoss /= float64(seen)
+	if seen > 0 && (f.plan.NonPrivate || f.cfg.PrivateStats) {
+		if loss /= float64(seen); !math.IsNaN(loss) && !math.IsInf(loss, 0) {
+			st.TrainLoss = &loss
+		}
 	}
 	active := make([]int, len(counts))
 	for _, j := range jobs {

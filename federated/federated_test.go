@@ -426,24 +426,45 @@ func BenchmarkRound(b *testing.B) {
 	}
 }
 
-// TestRoundStatsJSONNonFinite: a NaN or infinite loss is written as null, a finite one as a
-// number, and the other fields are kept.
-func TestRoundStatsJSONNonFinite(t *testing.T) {
+// TestTrainLossNotReleased: the clients' training loss, computed from their data without
+// noise, is absent (null in JSON) from every round of a private run, present with
+// PrivateStats and in a non-private run.
+func TestTrainLossNotReleased(t *testing.T) {
+	train, test := toyData(t, 600, 6, 3)
 	for _, c := range []struct {
-		loss float64
-		want string
-	}{{math.NaN(), "null"}, {math.Inf(1), "null"}, {0.25, "0.25"}} {
-		b, err := json.Marshal(RoundStats{Round: 3, Rounds: 5, TrainLoss: c.loss})
+		name                     string
+		nonPrivate, privateStats bool
+		want                     bool
+	}{{"private", false, false, false}, {"private stats", false, true, true}, {"non-private", true, false, true}} {
+		cfg := toyConfig(train)
+		cfg.Rounds, cfg.EvalEvery = 4, 2
+		cfg.NonPrivate, cfg.PrivateStats = c.nonPrivate, c.privateStats
+		f := newToy(t, cfg, train, test, toyClients(5, 1, 2), PartitionIID)
+		rep, err := f.Run(context.Background(), nil)
 		if err != nil {
-			t.Fatalf("loss %v: %v", c.loss, err)
+			t.Fatal(err)
 		}
-		var m map[string]any
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			History []map[string]any `json:"history"`
+		}
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := json.Marshal(m["train_loss"])
-		if string(got) != c.want || m["round"] != 3.0 || m["rounds"] != 5.0 {
-			t.Errorf("loss %v: %s", c.loss, b)
+		for i, h := range m.History {
+			v, ok := h["train_loss"]
+			if !ok {
+				t.Fatalf("%s: round %d: key train_loss missing", c.name, i+1)
+			}
+			if got := v != nil; got != (c.want && rep.History[i].Participants > 0) {
+				t.Errorf("%s: round %d: train_loss %v", c.name, i+1, v)
+			}
+			if v != nil && !(v.(float64) > 0) {
+				t.Errorf("%s: round %d: train_loss %v, want a positive mean loss", c.name, i+1, v)
+			}
 		}
 	}
 }

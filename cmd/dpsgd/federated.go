@@ -51,7 +51,7 @@ type fedFlags struct {
 	lr, clip, momentum, logisticK, gammaL  float64
 	seed                                   uint64
 	uniform, nonPrivate, float64, quiet    bool
-	jsonOut                                bool
+	jsonOut, privateStats                  bool
 	set                                    map[string]bool
 }
 
@@ -93,6 +93,7 @@ func fedParseFlags(args []string, stdout io.Writer) (*fedFlags, error) {
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON object on the last line of stdout")
+	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report the clients' mean training loss of each round, computed from their data without noise: NOT covered by the guarantee")
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, fedHeader); err != nil {
 		return nil, err
@@ -223,7 +224,7 @@ func (f *fedFlags) resolve(ctx context.Context) (*fedRun, error) {
 			Arch: arch, Dtype: dt,
 			Optimizer: engine.OptimizerConfig{Name: f.optimizer, LR: f.lr, Momentum: f.momentum},
 		},
-		Workers: f.workers, EvalEvery: f.evalEvery, GammaL: f.gammaL,
+		Workers: f.workers, EvalEvery: f.evalEvery, GammaL: f.gammaL, PrivateStats: f.privateStats,
 	}
 	examples := make([]int, n)
 	for i, p := range run.parts {
@@ -325,6 +326,10 @@ type fedJSON struct {
 	N         int    `json:"num_clients"`
 	Seed      uint64 `json:"seed"`
 	Guarantee string `json:"guarantee"`
+	// NotCovered lists the values the guarantee does not cover: the test accuracy (the test
+	// split is not the clients' data), the times, and with --private-stats the clients'
+	// training loss.
+	NotCovered []string `json:"not_covered_by_guarantee,omitempty"`
 }
 
 // cmdFederated runs dpsgd federated.
@@ -368,6 +373,12 @@ func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	out := fedJSON{
 		Report: rep, Dataset: f.dataset, Model: f.model, Params: fed.NumParams(), Partition: f.partition,
 		N: len(rep.Clients), Seed: f.seed, Guarantee: priv.Guarantee(),
+	}
+	if !rep.NonPrivate {
+		out.NotCovered = []string{"test_accuracy", "history[].test_accuracy", "seconds", "history[].seconds"}
+		if f.privateStats {
+			out.NotCovered = append(out.NotCovered, "history[].train_loss")
+		}
 	}
 	if !f.quiet || !f.jsonOut {
 		fedPrintSummary(stdout, rep)
@@ -470,7 +481,7 @@ func (p *fedProgress) round(st federated.RoundStats) {
 		return
 	}
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("round %d/%d loss %.3f retired %d", st.Round, st.Rounds, st.TrainLoss, st.Retired))
+		p.bar.Describe(fmt.Sprintf("round %d/%d%s retired %d", st.Round, st.Rounds, fedLoss(st, " loss %.3f"), st.Retired))
 		_ = p.bar.Add(1)
 	}
 	if st.TestAccuracy == nil {
@@ -479,8 +490,17 @@ func (p *fedProgress) round(st federated.RoundStats) {
 	if p.bar != nil {
 		_ = p.bar.Clear()
 	}
-	fmt.Fprintf(p.w, "round %4d/%d  participants %3d  loss %.4f  test acc %.4f  retired %d  skipped draws %d  %.1fs\n",
-		st.Round, st.Rounds, st.Participants, st.TrainLoss, *st.TestAccuracy, st.Retired, st.SkippedDraws, st.Seconds)
+	fmt.Fprintf(p.w, "round %4d/%d  participants %3d%s  test acc %.4f  retired %d  skipped draws %d  %.1fs\n",
+		st.Round, st.Rounds, st.Participants, fedLoss(st, "  loss %.4f"), *st.TestAccuracy, st.Retired, st.SkippedDraws, st.Seconds)
+}
+
+// fedLoss formats the round's training loss, "" where the round does not report it (a private
+// run without --private-stats).
+func fedLoss(st federated.RoundStats, format string) string {
+	if st.TrainLoss == nil {
+		return ""
+	}
+	return fmt.Sprintf(format, *st.TrainLoss)
 }
 
 func (p *fedProgress) finish() {

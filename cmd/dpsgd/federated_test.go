@@ -185,3 +185,50 @@ func TestFederatedHelp(t *testing.T) {
 		t.Errorf("exit %d, help:\n%s", code, out)
 	}
 }
+
+// TestFederatedPrivateStats: a private run's report holds no statistic of the clients' data
+// computed without noise (every history[].train_loss is null, the progress prints no loss),
+// says what its guarantee does not cover and that the seed must stay secret; --private-stats
+// adds the training loss and lists it as not covered.
+func TestFederatedPrivateStats(t *testing.T) {
+	for _, stats := range []bool{false, true} {
+		args := []string{"--clients", "4", "--rounds", "4", "--k", "2", "--eval-every", "2", "--json", "--seed", "5"}
+		if stats {
+			args = append(args, "--private-stats")
+		}
+		code, out, errOut := fedRunCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		m := lastJSON(t, out)
+		reported := 0
+		for _, h := range m["history"].([]any) {
+			h := h.(map[string]any)
+			if _, ok := h["train_loss"]; !ok {
+				t.Fatalf("history key train_loss missing: %v", h)
+			}
+			if h["train_loss"] != nil {
+				reported++
+			}
+		}
+		if (reported > 0) != stats {
+			t.Errorf("--private-stats %v: %d rounds report a training loss", stats, reported)
+		}
+		if strings.Contains(errOut, "loss") != stats {
+			t.Errorf("--private-stats %v: progress %q", stats, errOut)
+		}
+		nc := strings.Join(toStrings(m["not_covered_by_guarantee"]), ",")
+		if !strings.Contains(nc, "test_accuracy") || strings.Contains(nc, "history[].train_loss") != stats {
+			t.Errorf("--private-stats %v: not_covered_by_guarantee %q", stats, nc)
+		}
+		if g := m["guarantee"].(string); !strings.Contains(g, "seed 5") || !strings.Contains(g, "secret") {
+			t.Errorf("guarantee %q: want the seed's scope", g)
+		}
+		for _, c := range m["clients"].([]any) {
+			g, _ := c.(map[string]any)["guarantee"].(string)
+			if !strings.Contains(g, "participations") || !strings.Contains(g, "seed 5") {
+				t.Errorf("client guarantee %q", g)
+			}
+		}
+	}
+}
