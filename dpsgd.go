@@ -1,8 +1,8 @@
 // Package dpsgd is the front door of the DP-SGD engine: the one place where a private training
-// run is assembled, as Opacus's make_private is for PyTorch. The command (dpsgd train) and the
-// sampler comparison (package bench) build their runs here, so that what a private run is —
-// its sampler, its accountant, its noise, its budget and the sentence that states its
-// guarantee — is decided once.
+// run is assembled, as Opacus's make_private is for PyTorch. The command (dpsgd train), the
+// sampler comparison (package bench), the audit and federated training (package federated)
+// build their runs here, so that what a private run is — its sampler, its accountant, its
+// noise, its budget and the sentence that states its guarantee — is decided once.
 //
 // # Overview
 //
@@ -33,6 +33,19 @@
 //	res, err := priv.Train(ctx, cfg, train, test, nil)
 //	...
 //	sentence, err := priv.Guarantee(res)
+//
+// # Federated runs
+//
+// A FederatedPlan states a federated run with a budget per client (the personalized-DP FL
+// appendix; docs/federated.md): the clients (Client: εᵢ, δᵢ or its parts δ'ᵢ and δ‴ᵢ, sample
+// rate, data share, sensitivity factor), the sizes of their data parts, the rounds, draws and
+// local steps, C, where the noise goes (Perturbation) and how it is calibrated (Calibration).
+// FederatedPlan.Resolve checks every field, fixes each client's share, sample rate, Lemma 1's
+// bound Rᵢ on its participations and its noise multiplier (personalized.Calibrate), and gives
+// each client its accountant: exact μ-GDP composition of its releases, counted in
+// participations. The resulting FederatedPrivate sets the clients' training configuration
+// (Apply), reports what each client spent (Spent) and states the guarantees (Guarantee, and
+// ClientGuarantee per client); package federated runs it.
 //
 // # What the guarantee covers
 //

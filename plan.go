@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/dpsgd/dpsgd/engine"
@@ -104,6 +105,24 @@ func bad(field string, cause error, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: cause}
 }
 
+// oneOf checks that *v, the value of field, is one of valid (at least two values), and sets
+// an empty *v to valid[0], the default; otherwise the FieldError lists the valid values.
+func oneOf[T ~string](field string, v *T, valid ...T) error {
+	if *v == "" {
+		*v = valid[0]
+		return nil
+	}
+	if slices.Contains(valid, *v) {
+		return nil
+	}
+	names := make([]string, len(valid))
+	for i, x := range valid {
+		names[i] = string(x)
+	}
+	last := len(names) - 1
+	return bad(field, nil, "%q: want %s or %s", *v, strings.Join(names[:last], ", "), names[last])
+}
+
 // ball reports whether the plan's noise is ball noise.
 func (p Plan) ball() bool { return p.Noise == engine.NoiseBall }
 
@@ -124,12 +143,8 @@ func (p *Plan) validate(n int) error {
 	if p.Epochs < 1 {
 		return bad("Epochs", nil, "%d: want ≥ 1", p.Epochs)
 	}
-	switch p.Noise {
-	case "":
-		p.Noise = engine.NoiseGaussian
-	case engine.NoiseGaussian, engine.NoiseBall:
-	default:
-		return bad("Noise", nil, "%q: want %s or %s", p.Noise, engine.NoiseGaussian, engine.NoiseBall)
+	if err := oneOf("Noise", &p.Noise, engine.NoiseGaussian, engine.NoiseBall); err != nil {
+		return err
 	}
 	if !(p.Sigma >= 0) || math.IsInf(p.Sigma, 0) {
 		return bad("Sigma", nil, "%v: want a finite value > 0 (0: calibrated to TargetEpsilon)", p.Sigma)

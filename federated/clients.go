@@ -13,36 +13,10 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dpsgd/dpsgd"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 )
-
-// ClientSpec is one client's privacy request and participation parameters, as given by a
-// clients file or by flags.
-//
-// The total δᵢ of the guarantee is δᵢ = δ'ᵢ + δ‴ᵢ − δ'ᵢ·δ‴ᵢ (the personalized-DP FL appendix, Theorem 1):
-// δ'ᵢ is the Gaussian mechanism's δ and δ‴ᵢ the probability that the client's selection
-// count exceeds Lemma 1's bound Rᵢ. Any two of the three determine the third; a clients file
-// may give δᵢ alone, which is split evenly (see [SplitDelta]).
-type ClientSpec struct {
-	ID         string  `json:"id"`
-	Epsilon    float64 `json:"epsilon"`     // εᵢ > 0
-	Delta      float64 `json:"delta"`       // δᵢ ∈ (0, 1), the total
-	DeltaPrime float64 `json:"delta_prime"` // δ'ᵢ ∈ (0, 1)
-	DeltaTail  float64 `json:"delta_tail"`  // δ‴ᵢ ∈ (0, 1)
-	// SampleRate is qᵢ ∈ (0, 1], the probability that one draw selects the client; 0 means
-	// not given (the federation then uses 1/N for every client).
-	SampleRate float64 `json:"sample_rate,omitempty"`
-	// Share is pᵢ ∈ (0, 1], the client's weight in the global objective; 0 means not given
-	// (the federation then uses the client's fraction of the training examples). Given
-	// shares must sum to 1 within ShareTolerance.
-	Share float64 `json:"share,omitempty"`
-	// Sensitivity is the sensitivity factor sᵢ ≥ 1 of the client's updates (the
-	// personalized-DP FL appendix); 0 means 1.
-	Sensitivity float64 `json:"sensitivity,omitempty"`
-}
-
-// ShareTolerance is how far from 1 the sum of the data shares (and, for categorical client
-// sampling, of the sample rates) may be.
-const ShareTolerance = 1e-6
 
 // MaxClients is the largest number of clients a clients file may hold.
 const MaxClients = 1 << 20
@@ -79,24 +53,13 @@ func (e *ParseError) Error() string {
 // Is reports whether target is ErrClientsFile.
 func (e *ParseError) Is(target error) bool { return target == ErrClientsFile }
 
-// SplitDelta splits a total δ ∈ (0, 1) evenly into δ' = δ‴ = 1 − √(1 − δ) (computed as
-// δ/(1 + √(1 − δ)), without cancellation), the split for which δ' + δ‴ − δ'·δ‴ = δ
-// exactly (the appendix's Theorem 1 δ composition).
-func SplitDelta(delta float64) (deltaPrime, deltaTail float64) {
-	x := delta / (1 + math.Sqrt(1-delta))
-	return x, x
-}
-
-// DeltaTotal is δ' + δ‴ − δ'·δ‴ (the personalized-DP FL appendix, Theorem 1).
-func DeltaTotal(deltaPrime, deltaTail float64) float64 {
-	return deltaPrime + deltaTail - deltaPrime*deltaTail
-}
-
 // clientColumns are the fields a clients file may hold.
 var clientColumns = []string{"id", "epsilon", "delta", "delta_prime", "delta_tail", "sample_rate", "share", "sensitivity"}
 
 // ParseClients reads a clients file, CSV or JSON (detected from the first non-blank
-// character: '[' or '{' is JSON), and checks every value.
+// character: '[' or '{' is JSON), and checks every value: the file's form here, the values
+// by the front door (dpsgd.Client.Resolve, dpsgd.CheckShares), whose error is reported at the
+// client's line.
 //
 // CSV: a header line naming the columns (any order; id and epsilon required; delta,
 // delta_prime, delta_tail, sample_rate, share, sensitivity optional), then one client per line.
@@ -111,19 +74,16 @@ var clientColumns = []string{"id", "epsilon", "delta", "delta_prime", "delta_tai
 // every δ in (0, 1), and at least δ or both δ' and δ‴ given (when all three are given they
 // must satisfy δ = δ' + δ‴ − δ'·δ‴ to 1e-9 relative); sample_rate in (0, 1]; share in
 // (0, 1]; sensitivity ≥ 1. sample_rate and share are given for every client or for none, and
-// given shares sum to 1 within ShareTolerance. On return every client has Delta, DeltaPrime
+// given shares sum to 1 within dpsgd.ShareTolerance. On return every client has Delta, DeltaPrime
 // and DeltaTail set. Errors are *ParseError naming the line, the field and the valid range;
 // the function never panics on any input.
-func ParseClients(r io.Reader, name string) ([]ClientSpec, error) {
+func ParseClients(r io.Reader, name string) ([]dpsgd.Client, error) {
 	if name == "" {
 		name = "clients"
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxClientsFile+1))
+	data, err := boundedio.ReadAll(r, maxClientsFile, "", nil)
 	if err != nil {
-		return nil, &ParseError{File: name, Msg: "reading: " + err.Error()}
-	}
-	if len(data) > maxClientsFile {
-		return nil, &ParseError{File: name, Msg: fmt.Sprintf("file larger than %d bytes", maxClientsFile)}
+		return nil, &ParseError{File: name, Msg: err.Error()}
 	}
 	if !utf8.Valid(data) {
 		return nil, &ParseError{File: name, Line: badUTF8Line(data), Msg: "not valid UTF-8 text"}
@@ -418,9 +378,10 @@ func parseClientsJSON(data []byte, name string) ([]clientRow, error) {
 	return rows, nil
 }
 
-// checkClients validates the rows and resolves the δ split.
-func checkClients(rows []clientRow, name string) ([]ClientSpec, error) {
-	out := make([]ClientSpec, 0, len(rows))
+// checkClients checks the rows' form (ids, missing values, a value given as 0) and has the
+// front door check the values and resolve the δ split.
+func checkClients(rows []clientRow, name string) ([]dpsgd.Client, error) {
+	out := make([]dpsgd.Client, 0, len(rows))
 	ids := map[string]int{}
 	for _, r := range rows {
 		perr := func(field, format string, args ...any) error {
@@ -436,64 +397,23 @@ func checkClients(rows []clientRow, name string) ([]ClientSpec, error) {
 			return nil, perr("id", "%q given twice (first on line %d): want unique ids", clip(r.id), prev)
 		}
 		ids[r.id] = r.line
-		c := ClientSpec{ID: r.id}
 		if !r.given["epsilon"] {
 			return nil, perr("epsilon", "missing: want a finite value > 0")
 		}
-		c.Epsilon = r.vals["epsilon"]
-		if !(c.Epsilon > 0) {
-			return nil, perr("epsilon", "%v: want a finite value > 0", c.Epsilon)
-		}
-		for _, k := range []string{"delta", "delta_prime", "delta_tail"} {
-			if v, ok := r.vals[k]; ok && !(v > 0 && v < 1) {
-				return nil, perr(k, "%v: want a value in (0, 1)", v)
+		// In a Client, 0 means "not given": a value given as 0 is out of every column's range.
+		for _, col := range clientColumns[1:] {
+			if r.given[col] && r.vals[col] == 0 {
+				return nil, perr(col, "0: %s", columnRange(col))
 			}
 		}
-		d, dp, dt := r.vals["delta"], r.vals["delta_prime"], r.vals["delta_tail"]
-		hd, hp, ht := r.given["delta"], r.given["delta_prime"], r.given["delta_tail"]
-		switch {
-		case hp && ht:
-			total := DeltaTotal(dp, dt)
-			if hd && math.Abs(total-d) > 1e-9*d {
-				return nil, perr("delta", "%v, but delta_prime %v and delta_tail %v give δ' + δ‴ − δ'δ‴ = %v: give two of the three, or consistent values", d, dp, dt, total)
-			}
-			d = total
-		case hd && hp:
-			if dp >= d {
-				return nil, perr("delta_prime", "%v: want a value in (0, delta = %v)", dp, d)
-			}
-			dt = (d - dp) / (1 - dp)
-		case hd && ht:
-			if dt >= d {
-				return nil, perr("delta_tail", "%v: want a value in (0, delta = %v)", dt, d)
-			}
-			dp = (d - dt) / (1 - dt)
-		case hd:
-			dp, dt = SplitDelta(d)
-		default:
-			return nil, perr("delta", "missing: want delta in (0, 1), or both delta_prime and delta_tail")
+		c := dpsgd.Client{
+			ID: r.id, Epsilon: r.vals["epsilon"], Delta: r.vals["delta"], DeltaPrime: r.vals["delta_prime"],
+			DeltaTail: r.vals["delta_tail"], SampleRate: r.vals["sample_rate"], Share: r.vals["share"],
+			Sensitivity: r.vals["sensitivity"],
 		}
-		if !(dp > 0 && dp < 1 && dt > 0 && dt < 1) {
-			return nil, perr("delta", "%v splits into delta_prime %v and delta_tail %v: want both in (0, 1)", d, dp, dt)
-		}
-		c.Delta, c.DeltaPrime, c.DeltaTail = d, dp, dt
-		if v, ok := r.vals["sample_rate"]; ok {
-			if !(v > 0 && v <= 1) {
-				return nil, perr("sample_rate", "%v: want a value in (0, 1]", v)
-			}
-			c.SampleRate = v
-		}
-		if v, ok := r.vals["share"]; ok {
-			if !(v > 0 && v <= 1) {
-				return nil, perr("share", "%v: want a value in (0, 1]", v)
-			}
-			c.Share = v
-		}
-		if v, ok := r.vals["sensitivity"]; ok {
-			if !(v >= 1) {
-				return nil, perr("sensitivity", "%v: want a finite value ≥ 1", v)
-			}
-			c.Sensitivity = v
+		c, err := c.Resolve()
+		if err != nil {
+			return nil, fieldErr(name, r.line, err)
 		}
 		out = append(out, c)
 	}
@@ -511,12 +431,20 @@ func checkClients(rows []clientRow, name string) ([]ClientSpec, error) {
 			return nil, &ParseError{File: name, Line: missing.line, Field: col, Msg: fmt.Sprintf("missing for client %q but given for %d others: give it for every client or for none", clip(missing.id), n)}
 		}
 	}
-	if out[0].Share > 0 {
-		if err := checkShares(out); err != nil {
-			return nil, &ParseError{File: name, Field: "share", Msg: err.Error()}
-		}
+	if err := dpsgd.CheckShares(out); err != nil {
+		return nil, fieldErr(name, 0, err)
 	}
 	return out, nil
+}
+
+// fieldErr is the ParseError at line of the front door's error about a client's field (named
+// by its column).
+func fieldErr(name string, line int, err error) error {
+	var fe *dpsgd.FieldError
+	if errors.As(err, &fe) {
+		return &ParseError{File: name, Line: line, Field: fe.Field, Msg: fe.Reason}
+	}
+	return &ParseError{File: name, Line: line, Msg: err.Error()}
 }
 
 // checkID accepts printable ids without commas, quotes or control characters (they appear in
@@ -529,18 +457,6 @@ func checkID(id string) error {
 		if !unicode.IsPrint(r) || r == ',' || r == '"' || r == '\\' {
 			return fmt.Errorf("character %q: want printable characters other than , \" and \\", r)
 		}
-	}
-	return nil
-}
-
-// checkShares checks that the data shares sum to 1 within ShareTolerance.
-func checkShares(cs []ClientSpec) error {
-	var s float64
-	for _, c := range cs {
-		s += c.Share
-	}
-	if math.Abs(s-1) > ShareTolerance {
-		return fmt.Errorf("the shares sum to %.9g: want 1 (within %g)", s, ShareTolerance)
 	}
 	return nil
 }

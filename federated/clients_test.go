@@ -5,27 +5,10 @@ import (
 	"math"
 	"strings"
 	"testing"
-)
 
-func TestSplitDelta(t *testing.T) {
-	for _, d := range []float64{1e-300, 1e-12, 1e-5, 0.01, 0.5, 0.999999} {
-		dp, dt := SplitDelta(d)
-		if dp != dt || !(dp > 0 && dp < d) {
-			t.Errorf("δ = %v: split %v, %v: want equal parts in (0, δ)", d, dp, dt)
-		}
-		// Independent form: 1 − (1 − δ')(1 − δ‴) = δ.
-		if got := -math.Expm1(2 * math.Log1p(-dp)); math.Abs(got-d) > 1e-14*d {
-			t.Errorf("δ = %v: 1 − (1 − δ')² = %v", d, got)
-		}
-		if got := DeltaTotal(dp, dt); math.Abs(got-d) > 1e-14*d {
-			t.Errorf("δ = %v: DeltaTotal(split) = %v", d, got)
-		}
-	}
-	// Small δ: each part is δ/2 to first order (δ/(1 + √(1−δ)) = δ/2 + δ²/8 + …).
-	if dp, _ := SplitDelta(1e-6); math.Abs(dp-(5e-7+1e-12/8)) > 1e-19 {
-		t.Errorf("SplitDelta(1e-6) = %v, want 5.00000125e-7", dp)
-	}
-}
+	"github.com/dpsgd/dpsgd"
+	"github.com/dpsgd/dpsgd/privacy/personalized"
+)
 
 func TestParseClientsCSV(t *testing.T) {
 	in := "# budgets\n" +
@@ -41,7 +24,7 @@ func TestParseClientsCSV(t *testing.T) {
 	if len(cs) != 3 {
 		t.Fatalf("%d clients, want 3", len(cs))
 	}
-	want := []ClientSpec{
+	want := []dpsgd.Client{
 		{ID: "alice", Epsilon: 1, Delta: 1e-5, SampleRate: 0.5, Share: 0.25},
 		{ID: "bob", Epsilon: 2.5, Delta: 2e-5, SampleRate: 0.25, Share: 0.5, Sensitivity: 2},
 		{ID: "carol", Epsilon: 4, Delta: 1e-6, SampleRate: 0.25, Share: 0.25, Sensitivity: 1},
@@ -51,7 +34,7 @@ func TestParseClientsCSV(t *testing.T) {
 		if c.ID != w.ID || c.Epsilon != w.Epsilon || c.Delta != w.Delta || c.SampleRate != w.SampleRate || c.Share != w.Share || c.Sensitivity != w.Sensitivity {
 			t.Errorf("client %d: %+v, want %+v", i, c, w)
 		}
-		if math.Abs(DeltaTotal(c.DeltaPrime, c.DeltaTail)-c.Delta) > 1e-15*c.Delta || c.DeltaPrime != c.DeltaTail {
+		if math.Abs(personalized.DeltaTotal(c.DeltaPrime, c.DeltaTail)-c.Delta) > 1e-15*c.Delta || c.DeltaPrime != c.DeltaTail {
 			t.Errorf("client %d: δ' %v, δ‴ %v do not split δ %v evenly", i, c.DeltaPrime, c.DeltaTail, c.Delta)
 		}
 	}
@@ -70,10 +53,10 @@ func TestParseClientsDeltaForms(t *testing.T) {
 	if got := cs[0].Delta; math.Abs(got-(3e-6-2e-12)) > 1e-20 {
 		t.Errorf("a: δ = %v, want 1e-6 + 2e-6 − 2e-12", got)
 	}
-	if cs[1].DeltaPrime != 4e-6 || math.Abs(DeltaTotal(cs[1].DeltaPrime, cs[1].DeltaTail)-1e-5) > 1e-20 {
+	if cs[1].DeltaPrime != 4e-6 || math.Abs(personalized.DeltaTotal(cs[1].DeltaPrime, cs[1].DeltaTail)-1e-5) > 1e-20 {
 		t.Errorf("b: %+v", cs[1])
 	}
-	if cs[2].DeltaTail != 4e-6 || math.Abs(DeltaTotal(cs[2].DeltaPrime, cs[2].DeltaTail)-1e-5) > 1e-20 {
+	if cs[2].DeltaTail != 4e-6 || math.Abs(personalized.DeltaTotal(cs[2].DeltaPrime, cs[2].DeltaTail)-1e-5) > 1e-20 {
 		t.Errorf("c: %+v", cs[2])
 	}
 	if cs[3].DeltaPrime != cs[3].DeltaTail {
@@ -207,7 +190,7 @@ func FuzzParseClients(f *testing.F) {
 					t.Fatalf("delta out of (0, 1): %+v", c)
 				}
 			}
-			if math.Abs(DeltaTotal(c.DeltaPrime, c.DeltaTail)-c.Delta) > 1e-9*c.Delta {
+			if math.Abs(personalized.DeltaTotal(c.DeltaPrime, c.DeltaTail)-c.Delta) > 1e-9*c.Delta {
 				t.Fatalf("inconsistent deltas %+v", c)
 			}
 			if c.SampleRate < 0 || c.SampleRate > 1 || c.Share < 0 || c.Share > 1 || (c.Sensitivity != 0 && c.Sensitivity < 1) {
@@ -218,7 +201,7 @@ func FuzzParseClients(f *testing.F) {
 			}
 			shares += c.Share
 		}
-		if cs[0].Share != 0 && math.Abs(shares-1) > ShareTolerance {
+		if cs[0].Share != 0 && math.Abs(shares-1) > dpsgd.ShareTolerance {
 			t.Fatalf("shares sum to %v", shares)
 		}
 	})

@@ -2,7 +2,6 @@ package federated
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/internal/seedmix"
@@ -18,66 +18,15 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/personalized"
 )
 
-// Mode says where a client's noise goes.
-type Mode string
-
-const (
-	// ModeGradient (the default; the appendix's Theorem 2): each of the I local steps adds
-	// Gaussian noise to the client's summed clipped gradient, so one participation is I
-	// Gaussian releases.
-	ModeGradient Mode = "gradient"
-	// ModeOutput (the appendix's Theorem 1 and 4): the I local steps are clipped but not noised;
-	// the client releases its update once, with noise. See Federation for the sensitivity.
-	ModeOutput Mode = "output"
-)
-
-// Calibration chooses which of personalized.Calibrate's two noise levels a run uses.
-type Calibration string
-
-const (
-	// CalibrationGDP (the default) is the tight μ-GDP calibration (docs/accounting.md):
-	// valid at every ε.
-	CalibrationGDP Calibration = "gdp"
-	// CalibrationSeed is the appendix's explicit classic-Gaussian calibration (end of the proof of
-	// Theorem 4), proven only for εᵢ < 1 and one release per participation. In gradient mode
-	// its σ is multiplied by √I, the √E of the appendix's Theorem 2, so that Rᵢ·I releases get
-	// the same total as Rᵢ releases of the appendix's σ. The report gives the ε actually spent,
-	// by exact GDP accounting, whatever the calibration.
-	CalibrationSeed Calibration = "seed"
-)
-
-// Config is one federated run's configuration.
+// Config is one federated run's training configuration; its privacy side is the front door's
+// resolved plan (dpsgd.FederatedPlan), given to New.
 type Config struct {
 	// Model configures the clients' local training (engine.NewLearner): Arch, Dtype,
-	// PhysicalBatch (0: the local batch), Clip C, Seed (parameter initialization),
-	// Optimizer (the local optimizer, reset at every participation; Optimizer.LR is the local
-	// learning rate γ; Schedule is not used), EvalBatch. Model.NonPrivate runs the same
-	// rounds without clipping, noise, budgets or retirement: the baseline.
+	// PhysicalBatch (0: the local batch), Optimizer (the local optimizer, reset at every
+	// participation; Optimizer.LR is the local learning rate γ; Schedule is not used),
+	// EvalBatch. Its Clip, Seed and NonPrivate are set from the plan
+	// (dpsgd.FederatedPrivate.Apply).
 	Model engine.Config
-	// Rounds is R ≥ 1.
-	Rounds int
-	// Draws is K, the number of client draws per round: 1 ≤ K ≤ N.
-	Draws int
-	// LocalSteps is I ≥ 1, the local steps of one participation.
-	LocalSteps int
-	// LocalBatch is the number of a client's examples in one local step, drawn uniformly
-	// without replacement from its examples (at most all of them); 0 means all of them.
-	LocalBatch int
-	// Mode is ModeGradient (default when empty) or ModeOutput.
-	Mode Mode
-	// Calibration is CalibrationGDP (default when empty) or CalibrationSeed.
-	Calibration Calibration
-	// UniformNoise gives every client the noise multiplier of the strictest budget: each
-	// client is calibrated to the smallest εᵢ of the federation (with its own δ and qᵢ) and
-	// the largest of these multipliers is used by all. It is the comparison point of
-	// personalized noise: the same guarantees, more noise for the clients that asked for less
-	// privacy.
-	UniformNoise bool
-	// Sampling is how draws select clients; empty means SamplingCategorical when the rates
-	// sum to 1 (within ShareTolerance) and SamplingBernoulli otherwise.
-	Sampling Sampling
-	// LogisticK is Lemma 1's logistic constant k; 0 means personalized.DefaultK.
-	LogisticK float64
 	// Workers is the number of clients trained at once; 0 means GOMAXPROCS (at most K).
 	Workers int
 	// EvalEvery evaluates the global model on the test set every EvalEvery rounds (0: only
@@ -85,45 +34,15 @@ type Config struct {
 	EvalEvery int
 	// GammaL is γ·L in eq. 11's utility cost; 0 means the local learning rate γ (L = 1).
 	GammaL float64
-}
-
-// ClientPlan is one client's resolved parameters and noise, fixed before the first round.
-type ClientPlan struct {
-	ID          string  `json:"id"`
-	Examples    int     `json:"examples"`    // mᵢ, the client's training examples
-	LocalBatch  int     `json:"local_batch"` // examples per local step
-	Share       float64 `json:"share"`       // pᵢ
-	SampleRate  float64 `json:"sample_rate"` // qᵢ
-	Epsilon     float64 `json:"epsilon"`     // εᵢ requested
-	Delta       float64 `json:"delta"`       // δᵢ = δ'ᵢ + δ‴ᵢ − δ'ᵢδ‴ᵢ
-	DeltaPrime  float64 `json:"delta_prime"`
-	DeltaTail   float64 `json:"delta_tail"`
-	Sensitivity float64 `json:"sensitivity_factor"` // sᵢ as used (output mode with I > 1 includes the local batch, see Federation)
-	// RoundsBound is Lemma 1's Rᵢ (Used: the larger of the logistic approximation and the
-	// exact binomial quantile); the client is retired once it has taken part Rᵢ times.
-	RoundsBound         int     `json:"rounds_bound"`
-	RoundsBoundLogistic float64 `json:"rounds_bound_logistic"`
-	RoundsBoundExact    int     `json:"rounds_bound_exact"`
-	// Multiplier is the noise of one Gaussian release in units of its sensitivity
-	// S = 2·C·sᵢ/b (b the local batch): each release is (1/Multiplier)-GDP.
-	Multiplier float64 `json:"noise_multiplier"`
-	// Sigma is the absolute noise std per coordinate, Multiplier·S: on the client's averaged
-	// clipped gradient (gradient mode) or on its averaged update (output mode).
-	Sigma     float64 `json:"sigma"`
-	SigmaSeed float64 `json:"sigma_seed"` // the appendix's calibration (absolute, same units)
-	SigmaGDP  float64 `json:"sigma_gdp"`  // the tight calibration (absolute, same units)
-	SeedValid bool    `json:"seed_valid"` // personalized.Calibration.SeedValid
-	// EpsilonBound is the ε at δ'ᵢ after Rᵢ participations at this noise (exact GDP):
-	// at most εᵢ, smaller under UniformNoise for clients with a larger budget.
-	EpsilonBound float64 `json:"epsilon_bound"`
-	// StepSigma is the engine's noise multiplier of one local step (gradient mode): std
-	// StepSigma·C on the summed clipped gradient.
-	StepSigma float64 `json:"step_sigma"`
+	// PrivateStats reports, in a private run, the clients' mean training loss of each round
+	// (RoundStats.TrainLoss): computed from their data without noise, it is not covered by
+	// the guarantee. A non-private run always reports it.
+	PrivateStats bool
 }
 
 // ClientReport is a client's plan and what happened to it.
 type ClientReport struct {
-	ClientPlan
+	dpsgd.ClientPlan
 	Draws      int  `json:"draws"`      // times drawn, retired or not: Binomial(T, qᵢ)
 	Selections int  `json:"selections"` // rounds taken part in (noisy releases of its data)
 	Retired    bool `json:"retired"`    // reached Rᵢ: took no further part
@@ -134,48 +53,41 @@ type ClientReport struct {
 	// EpsilonSpent is the ε at δ'ᵢ spent after Selections participations (exact GDP
 	// accounting given the realized, data-independent selections); nil for a non-private run.
 	EpsilonSpent *float64 `json:"epsilon_spent"`
+	// Guarantee is the client's guarantee sentence after Selections participations
+	// (dpsgd.FederatedPrivate.ClientGuarantee).
+	Guarantee string `json:"guarantee"`
 }
 
 // RoundStats is what the loop reports after each round.
 type RoundStats struct {
-	Round        int     `json:"round"` // 1-based
-	Rounds       int     `json:"rounds"`
-	Participants int     `json:"participants"`  // clients that trained this round
-	SkippedDraws int     `json:"skipped_draws"` // draws that fell on retired clients
-	Retired      int     `json:"retired"`       // clients retired so far
-	TrainLoss    float64 `json:"train_loss"`    // mean loss over the local steps' examples (0 without participants)
+	Round        int `json:"round"` // 1-based
+	Rounds       int `json:"rounds"`
+	Participants int `json:"participants"`  // clients that trained this round
+	SkippedDraws int `json:"skipped_draws"` // draws that fell on retired clients
+	Retired      int `json:"retired"`       // clients retired so far
+	// TrainLoss is the mean loss over the local steps' examples, computed from the clients'
+	// data without noise: not covered by the guarantee, so a private run reports it only with
+	// Config.PrivateStats; nil otherwise, without participants, or when not finite (a
+	// diverging model's).
+	TrainLoss *float64 `json:"train_loss"`
 	// TestAccuracy is the global model's accuracy, nil when not evaluated this round.
 	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
 	Seconds      float64  `json:"seconds"`
 }
 
-// MarshalJSON writes a non-finite training loss (a diverging model's) as null: JSON has no
-// NaN or Inf.
-func (r RoundStats) MarshalJSON() ([]byte, error) {
-	type plain RoundStats
-	out := struct {
-		plain
-		TrainLoss *float64 `json:"train_loss"`
-	}{plain: plain(r)}
-	if !math.IsNaN(r.TrainLoss) && !math.IsInf(r.TrainLoss, 0) {
-		out.TrainLoss = &r.TrainLoss
-	}
-	return json.Marshal(out)
-}
-
 // Report is the result of a run.
 type Report struct {
-	Clients      []ClientReport `json:"clients"`
-	TestAccuracy float64        `json:"test_accuracy"`
-	Rounds       int            `json:"rounds"` // rounds completed
-	RoundsPlan   int            `json:"rounds_planned"`
-	DrawsPer     int            `json:"draws_per_round"` // K
-	LocalSteps   int            `json:"local_steps"`
-	Mode         Mode           `json:"mode"`
-	Calibration  Calibration    `json:"calibration"`
-	Sampling     Sampling       `json:"sampling"`
-	UniformNoise bool           `json:"uniform_noise"`
-	NonPrivate   bool           `json:"non_private"`
+	Clients      []ClientReport       `json:"clients"`
+	TestAccuracy float64              `json:"test_accuracy"`
+	Rounds       int                  `json:"rounds"` // rounds completed
+	RoundsPlan   int                  `json:"rounds_planned"`
+	DrawsPer     int                  `json:"draws_per_round"` // K
+	LocalSteps   int                  `json:"local_steps"`
+	Mode         dpsgd.Perturbation   `json:"mode"`
+	Calibration  dpsgd.Calibration    `json:"calibration"`
+	Sampling     dpsgd.ClientSampling `json:"sampling"`
+	UniformNoise bool                 `json:"uniform_noise"`
+	NonPrivate   bool                 `json:"non_private"`
 	// UtilityCost is eq. 11's noise term (γ·L·N·S²/K)·Σₙ θₙ·pₙ²·σₙ² at the σₙ used (σₙ the
 	// noise multipliers, S per client), with γ·L = GammaL; nil for a non-private run.
 	UtilityCost  *float64     `json:"utility_cost"`
@@ -214,12 +126,12 @@ type Report struct {
 // (the model drifts toward the active clients' data).
 type Federation struct {
 	cfg      Config
+	priv     *dpsgd.FederatedPrivate
+	plan     dpsgd.FederatedPlan // priv.Plan
 	train    *datasets.Dataset
 	test     *datasets.Dataset
 	parts    [][]int
-	plans    []ClientPlan
-	shares   []float64
-	rates    []float64
+	plans    []dpsgd.ClientPlan
 	smp      *sampler
 	learners []*engine.Learner
 	global   []float64
@@ -238,36 +150,22 @@ const (
 	outputStream = 0x510e_527f_ade6_82d1
 )
 
-// New resolves and checks everything a run needs: the clients (specs from a clients file or
-// flags) with their parts of train (parts[i] are client i's example indices), the defaults
-// (sample rates 1/N, shares proportional to the parts' sizes), the sampling, each client's
-// calibration, and the local learners. The returned Federation holds compiled graphs: Close
-// it.
-func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts [][]int) (*Federation, error) {
+// New prepares a run of priv, a plan resolved by the front door (dpsgd.FederatedPlan.Resolve:
+// the clients' budgets, shares, rates, bounds, noise and accountants), on train, evaluating on
+// test: parts[i] are client i's example indices, as many as the plan's Examples[i], disjoint.
+// It sets cfg.Model's privacy fields from the plan and builds the client sampler and the local
+// learners. The returned Federation holds compiled graphs: Close it.
+func New(cfg Config, priv *dpsgd.FederatedPrivate, train, test *datasets.Dataset, parts [][]int) (*Federation, error) {
+	if priv == nil {
+		return nil, errors.New("federated: nil plan: resolve a dpsgd.FederatedPlan")
+	}
 	if train == nil {
 		return nil, errors.New("federated: nil training set")
 	}
-	n := len(clients)
-	if n == 0 {
-		return nil, errors.New("federated: no clients: want at least one")
-	}
+	plan := priv.Plan
+	n := len(priv.Clients)
 	if len(parts) != n {
 		return nil, fmt.Errorf("federated: %d clients but %d data parts", n, len(parts))
-	}
-	if cfg.Rounds < 1 {
-		return nil, fmt.Errorf("federated: rounds = %d, want ≥ 1", cfg.Rounds)
-	}
-	if cfg.Draws < 1 || cfg.Draws > n {
-		return nil, fmt.Errorf("federated: draws per round K = %d, want a value in [1, N = %d]", cfg.Draws, n)
-	}
-	if cfg.Rounds > personalized.MaxDraws/cfg.Draws {
-		return nil, fmt.Errorf("federated: rounds × K = %d × %d, want at most 2^40 draws", cfg.Rounds, cfg.Draws)
-	}
-	if cfg.LocalSteps < 1 {
-		return nil, fmt.Errorf("federated: local steps I = %d, want ≥ 1", cfg.LocalSteps)
-	}
-	if cfg.LocalBatch < 0 {
-		return nil, fmt.Errorf("federated: local batch = %d, want ≥ 0 (0: all local examples)", cfg.LocalBatch)
 	}
 	if cfg.EvalEvery < 0 {
 		return nil, fmt.Errorf("federated: eval every = %d rounds, want ≥ 0 (0: after the last round)", cfg.EvalEvery)
@@ -275,25 +173,8 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("federated: workers = %d, want ≥ 0 (0: one per CPU)", cfg.Workers)
 	}
-	switch cfg.Mode {
-	case "":
-		cfg.Mode = ModeGradient
-	case ModeGradient, ModeOutput:
-	default:
-		return nil, fmt.Errorf("federated: mode %q: want gradient or output", cfg.Mode)
-	}
-	switch cfg.Calibration {
-	case "":
-		cfg.Calibration = CalibrationGDP
-	case CalibrationGDP, CalibrationSeed:
-	default:
-		return nil, fmt.Errorf("federated: calibration %q: want gdp or seed", cfg.Calibration)
-	}
 	if err := cfg.Model.Optimizer.Validate(); err != nil {
 		return nil, fmt.Errorf("federated: local optimizer: %w", err)
-	}
-	if !(cfg.LogisticK >= 0) || math.IsInf(cfg.LogisticK, 0) {
-		return nil, fmt.Errorf("federated: logistic constant k = %v, want a finite value > 0 (0: %v)", cfg.LogisticK, personalized.DefaultK)
 	}
 	if !(cfg.GammaL >= 0) || math.IsInf(cfg.GammaL, 0) {
 		return nil, fmt.Errorf("federated: γ·L = %v, want a finite value ≥ 0 (0: the learning rate)", cfg.GammaL)
@@ -304,99 +185,30 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	if test != nil && (test.D != train.D || test.Classes != train.Classes) {
 		return nil, fmt.Errorf("federated: test set has %d features and %d classes, training set %d and %d", test.D, test.Classes, train.D, train.Classes)
 	}
-
-	// Clients: specs, parts, shares and rates.
-	f := &Federation{cfg: cfg, train: train, test: test, parts: parts}
-	ids := map[string]int{}
-	total := 0
 	owner := make(map[int]int)
-	for i, c := range clients {
-		if c.ID == "" {
-			return nil, fmt.Errorf("federated: client %d: empty id", i)
-		}
-		if j, dup := ids[c.ID]; dup {
-			return nil, fmt.Errorf("federated: client id %q given twice (clients %d and %d): want unique ids", c.ID, j, i)
-		}
-		ids[c.ID] = i
-		if len(parts[i]) == 0 {
-			return nil, fmt.Errorf("federated: client %q has no training examples: want at least one", c.ID)
+	for i, c := range priv.Clients {
+		if len(parts[i]) != c.Examples {
+			return nil, fmt.Errorf("federated: client %q has %d training examples, its plan %d", c.ID, len(parts[i]), c.Examples)
 		}
 		for _, x := range parts[i] {
 			if x < 0 || x >= train.N {
 				return nil, fmt.Errorf("federated: client %q: example %d out of range [0, %d)", c.ID, x, train.N)
 			}
 			if j, taken := owner[x]; taken && j != i {
-				return nil, fmt.Errorf("federated: example %d belongs to clients %q and %q: parts must be disjoint", x, clients[j].ID, c.ID)
+				return nil, fmt.Errorf("federated: example %d belongs to clients %q and %q: parts must be disjoint", x, priv.Clients[j].ID, c.ID)
 			}
 			owner[x] = i
 		}
-		total += len(parts[i])
-		if !cfg.Model.NonPrivate {
-			if !(c.Epsilon > 0) || math.IsInf(c.Epsilon, 0) {
-				return nil, fmt.Errorf("federated: client %q: epsilon %v, want a finite value > 0", c.ID, c.Epsilon)
-			}
-			if !(c.DeltaPrime > 0 && c.DeltaPrime < 1) || !(c.DeltaTail > 0 && c.DeltaTail < 1) {
-				return nil, fmt.Errorf("federated: client %q: delta_prime %v and delta_tail %v, want both in (0, 1)", c.ID, c.DeltaPrime, c.DeltaTail)
-			}
-		}
-		if c.Sensitivity != 0 && !(c.Sensitivity >= 1 && !math.IsInf(c.Sensitivity, 0)) {
-			return nil, fmt.Errorf("federated: client %q: sensitivity factor %v, want a finite value ≥ 1 (0: 1)", c.ID, c.Sensitivity)
-		}
 	}
-	f.shares = make([]float64, n)
-	f.rates = make([]float64, n)
-	givenShares, givenRates := clients[0].Share != 0, clients[0].SampleRate != 0
-	var shareSum, rateSum float64
-	for i, c := range clients {
-		if (c.Share != 0) != givenShares {
-			return nil, fmt.Errorf("federated: client %q: share given for some clients only: give it for all or none", c.ID)
-		}
-		if (c.SampleRate != 0) != givenRates {
-			return nil, fmt.Errorf("federated: client %q: sample rate given for some clients only: give it for all or none", c.ID)
-		}
-		if givenShares {
-			if !(c.Share > 0 && c.Share <= 1) {
-				return nil, fmt.Errorf("federated: client %q: share %v, want a value in (0, 1]", c.ID, c.Share)
-			}
-			f.shares[i] = c.Share
-		} else {
-			f.shares[i] = float64(len(parts[i])) / float64(total)
-		}
-		if givenRates {
-			if !(c.SampleRate > 0 && c.SampleRate <= 1) {
-				return nil, fmt.Errorf("federated: client %q: sample rate %v, want a value in (0, 1]", c.ID, c.SampleRate)
-			}
-			f.rates[i] = c.SampleRate
-		} else {
-			f.rates[i] = 1 / float64(n)
-		}
-		shareSum += f.shares[i]
-		rateSum += f.rates[i]
-	}
-	if math.Abs(shareSum-1) > ShareTolerance {
-		return nil, fmt.Errorf("federated: the data shares sum to %.9g, want 1 (within %g)", shareSum, ShareTolerance)
-	}
-	for i := range f.shares {
-		f.shares[i] /= shareSum // exactly 1 up to rounding
-	}
-	if cfg.Sampling == "" {
-		cfg.Sampling = SamplingBernoulli
-		if math.Abs(rateSum-1) <= ShareTolerance {
-			cfg.Sampling = SamplingCategorical
-		}
-	}
-	if cfg.Sampling == SamplingCategorical && math.Abs(rateSum-1) <= ShareTolerance {
-		for i := range f.rates {
-			f.rates[i] /= rateSum // the probabilities the draws actually use
-		}
-	}
-	smp, err := newSampler(cfg.Sampling, f.rates, cfg.Draws, cfg.Model.Seed)
+	f := &Federation{priv: priv, plan: plan, train: train, test: test, parts: parts, plans: priv.Clients}
+	smp, err := newSampler(plan.Sampling, priv.Rates, plan.Draws, plan.Seed)
 	if err != nil {
 		return nil, err
 	}
 	f.smp = smp
 
 	// Local learners: one per worker, each on one core.
+	priv.Apply(&cfg.Model)
 	lr := cfg.Model.Optimizer.LR
 	if cfg.GammaL == 0 {
 		f.gammaL = lr
@@ -404,8 +216,8 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 		f.gammaL = cfg.GammaL
 	}
 	maxBatch := 0
-	for _, p := range parts {
-		maxBatch = max(maxBatch, localBatch(cfg.LocalBatch, len(p)))
+	for _, c := range priv.Clients {
+		maxBatch = max(maxBatch, c.LocalBatch)
 	}
 	mc := cfg.Model
 	mc.Replicas = 1
@@ -415,7 +227,7 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	if mc.Optimizer.Schedule == "cosine" {
 		return nil, errors.New("federated: optimizer schedule cosine: want constant (the local learning rate is fixed)")
 	}
-	if cfg.Mode == ModeOutput && !mc.NonPrivate && mc.Optimizer.Name == engine.OptimizerAdam {
+	if plan.Mode == dpsgd.OutputPerturbation && !plan.NonPrivate && mc.Optimizer.Name == engine.OptimizerAdam {
 		// Adam's first step is not linear in the gradient; the 2C/b sensitivity of I = 1 needs
 		// an update that is. (The projection onto the C-ball keeps I > 1 valid for any
 		// optimizer, but one rule is simpler to state.)
@@ -425,7 +237,7 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, cfg.Draws)
+	workers = min(workers, plan.Draws)
 	cfg.Workers = workers
 	f.cfg = cfg
 	for range workers {
@@ -447,9 +259,13 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	}
 	f.global = global
 
-	if err := f.calibrate(clients); err != nil {
-		f.Close()
-		return nil, err
+	if !plan.NonPrivate {
+		cost, err := utilityCost(priv, f.gammaL)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.utility = &cost
 	}
 	f.draws = make([]int, n)
 	f.selections = make([]int, n)
@@ -458,136 +274,34 @@ func New(cfg Config, train, test *datasets.Dataset, clients []ClientSpec, parts 
 	return f, nil
 }
 
-// localBatch is the examples per local step of a client with m examples.
-func localBatch(b, m int) int {
-	if b == 0 || b > m {
-		return m
+// utilityCost is eq. 11's noise term at the clients' noise multipliers
+// (personalized.UtilityCost), with a per-client S = 2·C·sᵢ/bᵢ: one LocalExamples of 1 and
+// sᵢ/bᵢ as the sensitivity factor.
+func utilityCost(priv *dpsgd.FederatedPrivate, gammaL float64) (float64, error) {
+	p := priv.Plan
+	sigmas := make([]float64, len(priv.Clients))
+	clients := make([]personalized.Client, len(priv.Clients))
+	for i, c := range priv.Clients {
+		sigmas[i] = c.Multiplier
+		clients[i] = personalized.Client{Epsilon: c.Epsilon, DeltaPrime: c.DeltaPrime, DeltaTail: c.DeltaTail,
+			SampleRate: c.SampleRate, Sensitivity: c.Sensitivity / float64(c.LocalBatch)}
 	}
-	return b
-}
-
-// calibrate fills f.plans: Lemma 1's bound and the noise of every client (through
-// personalized.Calibrate), and eq. 11's utility cost.
-func (f *Federation) calibrate(clients []ClientSpec) error {
-	cfg := f.cfg
-	n := len(clients)
-	f.plans = make([]ClientPlan, n)
-	pert := personalized.Gradient
-	if cfg.Mode == ModeOutput {
-		pert = personalized.Output
-	}
-	type calib struct {
-		cal  personalized.Calibration
-		pc   personalized.Client
-		set  personalized.Setting
-		mult float64
-	}
-	cals := make([]calib, n)
-	minEps := math.Inf(1)
-	for _, c := range clients {
-		minEps = math.Min(minEps, c.Epsilon)
-	}
-	uniformMult := 0.0
-	for i, c := range clients {
-		b := localBatch(cfg.LocalBatch, len(f.parts[i]))
-		s := c.Sensitivity
-		if s == 0 {
-			s = 1
-		}
-		if cfg.Mode == ModeOutput && cfg.LocalSteps > 1 {
-			s *= float64(b) // trivial sensitivity 2C of a C-bounded update (see Federation)
-		}
-		p := ClientPlan{
-			ID: c.ID, Examples: len(f.parts[i]), LocalBatch: b, Share: f.shares[i], SampleRate: f.rates[i],
-			Epsilon: c.Epsilon, Delta: c.Delta, DeltaPrime: c.DeltaPrime, DeltaTail: c.DeltaTail, Sensitivity: s,
-		}
-		if p.Delta == 0 && c.DeltaPrime > 0 && c.DeltaTail > 0 {
-			p.Delta = DeltaTotal(c.DeltaPrime, c.DeltaTail)
-		}
-		f.plans[i] = p
-		if cfg.Model.NonPrivate {
-			continue
-		}
-		set := personalized.Setting{
-			Draws: cfg.Draws * cfg.Rounds, Clip: cfg.Model.Clip, LocalExamples: b,
-			LocalSteps: cfg.LocalSteps, K: cfg.LogisticK, Perturbation: pert,
-		}
-		pc := personalized.Client{Epsilon: c.Epsilon, DeltaPrime: c.DeltaPrime, DeltaTail: c.DeltaTail, SampleRate: f.rates[i], Sensitivity: s}
-		cal, err := personalized.Calibrate(pc, set)
-		if err != nil {
-			return fmt.Errorf("federated: client %q: %w", c.ID, err)
-		}
-		cals[i] = calib{cal: cal, pc: pc, set: set, mult: f.multiplier(cal)}
-		if cfg.UniformNoise {
-			strict := pc
-			strict.Epsilon = minEps
-			sc, err := personalized.Calibrate(strict, set)
-			if err != nil {
-				return fmt.Errorf("federated: client %q at the strictest ε = %v: %w", c.ID, minEps, err)
-			}
-			uniformMult = math.Max(uniformMult, f.multiplier(sc))
-		}
-	}
-	if cfg.Model.NonPrivate {
-		return nil
-	}
-	sigmas := make([]float64, n)
-	ucClients := make([]personalized.Client, n)
-	for i := range clients {
-		c := cals[i]
-		m := c.mult
-		if cfg.UniformNoise {
-			m = uniformMult
-		}
-		p := &f.plans[i]
-		p.RoundsBound = c.cal.Rounds.Used
-		p.RoundsBoundLogistic = c.cal.Rounds.Logistic
-		p.RoundsBoundExact = c.cal.Rounds.Exact
-		p.Multiplier = m
-		p.Sigma = m * c.cal.Sensitivity
-		p.SigmaSeed = c.cal.SigmaSeed
-		p.SigmaGDP = c.cal.SigmaGDP
-		p.SeedValid = c.cal.SeedValid
-		if cfg.Mode == ModeGradient {
-			p.StepSigma = m * 2 * p.Sensitivity
-		}
-		eps, err := personalized.Spent(p.RoundsBound, c.set.Releases(), m, p.DeltaPrime)
-		if err != nil {
-			return fmt.Errorf("federated: client %q: %w", p.ID, err)
-		}
-		p.EpsilonBound = eps
-		sigmas[i] = m
-		// Eq. 11 with a per-client S = 2·C·sᵢ/bᵢ: one LocalExamples of 1 and sᵢ/bᵢ as the factor.
-		uc := c.pc
-		uc.Sensitivity = p.Sensitivity / float64(p.LocalBatch)
-		ucClients[i] = uc
-	}
-	cost, err := personalized.UtilityCost(f.gammaL, cfg.Draws, ucClients, f.shares, sigmas,
-		personalized.Setting{Draws: cfg.Draws * cfg.Rounds, Clip: cfg.Model.Clip, LocalExamples: 1, LocalSteps: cfg.LocalSteps, K: cfg.LogisticK})
+	cost, err := personalized.UtilityCost(gammaL, p.Draws, clients, priv.Shares, sigmas,
+		personalized.Setting{Draws: p.Draws * p.Rounds, Clip: p.Clip, LocalExamples: 1, LocalSteps: p.LocalSteps, K: p.LogisticK})
 	if err != nil {
-		return fmt.Errorf("federated: utility cost: %w", err)
+		return 0, fmt.Errorf("federated: utility cost: %w", err)
 	}
-	f.utility = &cost
-	return nil
-}
-
-// multiplier is the per-release noise multiplier of a calibration under f's choice.
-func (f *Federation) multiplier(cal personalized.Calibration) float64 {
-	if f.cfg.Calibration == CalibrationSeed {
-		m := cal.SigmaSeed / cal.Sensitivity
-		if f.cfg.Mode == ModeGradient {
-			m *= math.Sqrt(float64(f.cfg.LocalSteps))
-		}
-		return m
-	}
-	return cal.Multiplier
+	return cost, nil
 }
 
 // Plans returns the clients' resolved parameters and noise.
-func (f *Federation) Plans() []ClientPlan { return append([]ClientPlan(nil), f.plans...) }
+func (f *Federation) Plans() []dpsgd.ClientPlan { return append([]dpsgd.ClientPlan(nil), f.plans...) }
 
 // Config returns the configuration with its defaults resolved.
 func (f *Federation) Config() Config { return f.cfg }
+
+// Private returns the resolved plan the run follows.
+func (f *Federation) Private() *dpsgd.FederatedPrivate { return f.priv }
 
 // NumParams is the model's parameter count.
 func (f *Federation) NumParams() int { return len(f.global) }
@@ -610,18 +324,18 @@ func (f *Federation) Run(ctx context.Context, onRound func(RoundStats)) (*Report
 	}
 	start := time.Now()
 	counts := make([]int, len(f.plans))
-	for f.round < f.cfg.Rounds {
+	for f.round < f.plan.Rounds {
 		if err := ctx.Err(); err != nil {
 			rep := f.report(start)
 			rep.Interrupted = true
-			return rep, fmt.Errorf("%w after round %d of %d: %w", engine.ErrInterrupted, f.round, f.cfg.Rounds, err)
+			return rep, fmt.Errorf("%w after round %d of %d: %w", engine.ErrInterrupted, f.round, f.plan.Rounds, err)
 		}
 		st, err := f.runRound(counts)
 		if err != nil {
 			return f.report(start), fmt.Errorf("federated: round %d: %w", f.round+1, err)
 		}
 		f.round++
-		if f.round == f.cfg.Rounds || (f.cfg.EvalEvery > 0 && f.round%f.cfg.EvalEvery == 0) {
+		if f.round == f.plan.Rounds || (f.cfg.EvalEvery > 0 && f.round%f.cfg.EvalEvery == 0) {
 			acc, err := f.evaluate()
 			if err != nil {
 				return f.report(start), fmt.Errorf("federated: evaluating after round %d: %w", f.round, err)
@@ -662,7 +376,7 @@ type job struct {
 func (f *Federation) runRound(counts []int) (RoundStats, error) {
 	t := f.round
 	f.smp.counts(t, counts)
-	st := RoundStats{Round: t + 1, Rounds: f.cfg.Rounds}
+	st := RoundStats{Round: t + 1, Rounds: f.plan.Rounds}
 	var jobs []*job
 	for n, c := range counts {
 		if c == 0 {
@@ -700,24 +414,26 @@ func (f *Federation) runRound(counts []int) (RoundStats, error) {
 	}
 	wg.Wait()
 	updates := make([][]float64, len(counts))
-	seen := 0
+	seen, loss := 0, 0.0
 	for _, j := range jobs {
 		if j.err != nil {
 			return st, fmt.Errorf("client %q: %w", f.plans[j.client].ID, j.err)
 		}
 		updates[j.client] = j.update
-		st.TrainLoss += j.loss
+		loss += j.loss
 		seen += j.seen
 	}
-	if seen > 0 {
-		st.TrainLoss /= float64(seen)
+	if seen > 0 && (f.plan.NonPrivate || f.cfg.PrivateStats) {
+		if loss /= float64(seen); !math.IsNaN(loss) && !math.IsInf(loss, 0) {
+			st.TrainLoss = &loss
+		}
 	}
 	active := make([]int, len(counts))
 	for _, j := range jobs {
 		active[j.client] = counts[j.client]
 	}
 	delta := make([]float64, len(f.global))
-	Aggregate(delta, updates, active, f.shares, f.rates, f.cfg.Draws)
+	Aggregate(delta, updates, active, f.priv.Shares, f.priv.Rates, f.plan.Draws)
 	for i, d := range delta {
 		v := f.global[i] + d
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -728,7 +444,7 @@ func (f *Federation) runRound(counts []int) (RoundStats, error) {
 	for _, j := range jobs {
 		n := j.client
 		f.selections[n]++
-		if !f.cfg.Model.NonPrivate && f.selections[n] >= f.plans[n].RoundsBound {
+		if !f.plan.NonPrivate && f.selections[n] >= f.plans[n].RoundsBound {
 			f.retiredAt[n] = t + 1
 		}
 	}
@@ -760,15 +476,15 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 		return scratch
 	}
 	lr := f.cfg.Model.Optimizer.LR
-	rng := rand.New(rand.NewPCG(seedmix.Mix(f.cfg.Model.Seed^batchStream, uint64(n)), uint64(t)))
-	noiseSeed := seedmix.Mix(f.cfg.Model.Seed^noiseStream, uint64(n))
+	rng := rand.New(rand.NewPCG(seedmix.Mix(f.plan.Seed^batchStream, uint64(n)), uint64(t)))
+	noiseSeed := seedmix.Mix(f.plan.Seed^noiseStream, uint64(n))
 	sigma := 0.0
-	if f.cfg.Mode == ModeGradient && !f.cfg.Model.NonPrivate {
+	if f.plan.Mode == dpsgd.GradientPerturbation && !f.plan.NonPrivate {
 		sigma = p.StepSigma
 	}
 	b := p.LocalBatch
 	scratch = append(scratch[:0], part...)
-	for s := range f.cfg.LocalSteps {
+	for s := range f.plan.LocalSteps {
 		idx := scratch
 		if b < len(part) {
 			for k := range b { // partial Fisher–Yates: a uniform b-subset
@@ -777,7 +493,7 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 			}
 			idx = scratch[:b]
 		}
-		key := kernels.NoiseKey{Seed: noiseSeed, Step: uint64(t)*uint64(f.cfg.LocalSteps) + uint64(s)}
+		key := kernels.NoiseKey{Seed: noiseSeed, Step: uint64(t)*uint64(f.plan.LocalSteps) + uint64(s)}
 		st, err := l.Step(f.train, idx, sigma, key, lr, float64(b))
 		if err != nil {
 			j.err = err
@@ -794,20 +510,20 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 	for i := range y {
 		y[i] -= y0[i]
 	}
-	if f.cfg.Mode == ModeOutput && !f.cfg.Model.NonPrivate {
+	if f.plan.Mode == dpsgd.OutputPerturbation && !f.plan.NonPrivate {
 		// u = −Δ/(γ·I), projected onto the C-ball, plus N(0, σ²); then back to Δ.
-		scale := lr * float64(f.cfg.LocalSteps)
+		scale := lr * float64(f.plan.LocalSteps)
 		var norm2 float64
 		for _, v := range y {
 			norm2 += v * v
 		}
-		c := f.cfg.Model.Clip * scale // ‖u‖ ≤ C ⇔ ‖Δ‖ ≤ γ·I·C
+		c := f.plan.Clip * scale // ‖u‖ ≤ C ⇔ ‖Δ‖ ≤ γ·I·C
 		if norm := math.Sqrt(norm2); norm > c {
 			for i := range y {
 				y[i] *= c / norm
 			}
 		}
-		kernels.AddGaussian(y, p.Sigma*scale, kernels.NoiseKey{Seed: seedmix.Mix(f.cfg.Model.Seed^outputStream, uint64(n)), Step: uint64(t)})
+		kernels.AddGaussian(y, p.Sigma*scale, kernels.NoiseKey{Seed: seedmix.Mix(f.plan.Seed^outputStream, uint64(n)), Step: uint64(t)})
 	}
 	j.update = y
 	return scratch
@@ -816,12 +532,12 @@ func (f *Federation) participate(l *engine.Learner, j *job, t int, scratch []int
 // report assembles the Report of the rounds done so far.
 func (f *Federation) report(start time.Time) *Report {
 	rep := &Report{
-		Rounds: f.round, RoundsPlan: f.cfg.Rounds, DrawsPer: f.cfg.Draws, LocalSteps: f.cfg.LocalSteps,
-		Mode: f.cfg.Mode, Calibration: f.cfg.Calibration, Sampling: f.cfg.Sampling, UniformNoise: f.cfg.UniformNoise,
-		NonPrivate: f.cfg.Model.NonPrivate, UtilityCost: f.utility, GammaL: f.gammaL,
+		Rounds: f.round, RoundsPlan: f.plan.Rounds, DrawsPer: f.plan.Draws, LocalSteps: f.plan.LocalSteps,
+		Mode: f.plan.Mode, Calibration: f.plan.Calibration, Sampling: f.plan.Sampling, UniformNoise: f.plan.UniformNoise,
+		NonPrivate: f.plan.NonPrivate, UtilityCost: f.utility, GammaL: f.gammaL,
 		Seconds: time.Since(start).Seconds(), History: append([]RoundStats(nil), f.history...),
 	}
-	if f.cfg.Model.NonPrivate {
+	if f.plan.NonPrivate {
 		rep.Calibration = ""
 	}
 	for i := len(f.history) - 1; i >= 0; i-- {
@@ -830,21 +546,22 @@ func (f *Federation) report(start time.Time) *Report {
 			break
 		}
 	}
-	releases := f.cfg.LocalSteps
-	if f.cfg.Mode == ModeOutput {
-		releases = 1
-	}
 	for i, p := range f.plans {
 		cr := ClientReport{
 			ClientPlan: p, Draws: f.draws[i], Selections: f.selections[i], Retired: f.retiredAt[i] > 0,
 			RetiredRound: f.retiredAt[i], SkippedDraws: f.skipped[i],
 		}
-		if !f.cfg.Model.NonPrivate {
-			eps, err := personalized.Spent(f.selections[i], releases, p.Multiplier, p.DeltaPrime)
+		if !f.plan.NonPrivate {
+			eps, err := f.priv.Spent(i, f.selections[i])
 			if err == nil && !math.IsNaN(eps) && !math.IsInf(eps, 0) {
 				cr.EpsilonSpent = &eps
 			}
 		}
+		g, err := f.priv.ClientGuarantee(i, f.selections[i])
+		if err != nil {
+			g = "unknown: " + err.Error()
+		}
+		cr.Guarantee = g
 		if cr.Retired {
 			rep.Retired++
 		}

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/privacy"
+	"github.com/dpsgd/dpsgd/privacy/personalized"
 	"gorgonia.org/tensor"
 )
 
@@ -27,32 +29,57 @@ func toyData(t testing.TB, train, features, classes int) (*datasets.Dataset, *da
 	return tr, te
 }
 
-func toyClients(n int, eps ...float64) []ClientSpec {
-	cs := make([]ClientSpec, n)
+func toyClients(n int, eps ...float64) []dpsgd.Client {
+	cs := make([]dpsgd.Client, n)
 	for i := range cs {
-		dp, dt := SplitDelta(1e-5)
-		cs[i] = ClientSpec{ID: fmt.Sprintf("c%d", i), Epsilon: eps[i%len(eps)], Delta: 1e-5, DeltaPrime: dp, DeltaTail: dt}
+		dp, dt := dpsgd.SplitDelta(1e-5)
+		cs[i] = dpsgd.Client{ID: fmt.Sprintf("c%d", i), Epsilon: eps[i%len(eps)], Delta: 1e-5, DeltaPrime: dp, DeltaTail: dt}
 	}
 	return cs
 }
 
-func toyConfig(train *datasets.Dataset) Config {
-	return Config{
-		Model: engine.Config{
-			Arch: nn.LogReg(train.Shape, train.Classes), Dtype: tensor.Float64, Clip: 1, Seed: 3,
-			Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.5},
+// toyCfg is a run's training configuration and its plan's run-wide fields (no field name is
+// in both).
+type toyCfg struct {
+	Config
+	dpsgd.FederatedPlan
+}
+
+func toyConfig(train *datasets.Dataset) toyCfg {
+	return toyCfg{
+		Config: Config{
+			Model: engine.Config{
+				Arch: nn.LogReg(train.Shape, train.Classes), Dtype: tensor.Float64,
+				Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.5},
+			},
+			EvalEvery: 10,
 		},
-		Rounds: 30, Draws: 3, LocalSteps: 3, LocalBatch: 20, EvalEvery: 10,
+		FederatedPlan: dpsgd.FederatedPlan{Rounds: 30, Draws: 3, LocalSteps: 3, LocalBatch: 20, Clip: 1, Seed: 3},
 	}
 }
 
-func newToy(t testing.TB, cfg Config, train, test *datasets.Dataset, cs []ClientSpec, part Partition) *Federation {
+// build resolves cfg's plan for the clients cs holding parts and prepares the run.
+func build(cfg toyCfg, train, test *datasets.Dataset, cs []dpsgd.Client, parts [][]int) (*Federation, error) {
+	plan := cfg.FederatedPlan
+	plan.Clients = cs
+	plan.Examples = make([]int, len(parts))
+	for i, p := range parts {
+		plan.Examples[i] = len(p)
+	}
+	priv, err := plan.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg.Config, priv, train, test, parts)
+}
+
+func newToy(t testing.TB, cfg toyCfg, train, test *datasets.Dataset, cs []dpsgd.Client, part Partition) *Federation {
 	t.Helper()
 	parts, err := PartitionIndices(part, train.Y, len(cs), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(cfg, train, test, cs, parts)
+	f, err := build(cfg, train, test, cs, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +99,7 @@ func TestRunLearnsAndReproduces(t *testing.T) {
 		seed    uint64
 	}{{1, 3}, {3, 3}, {2, 4}} {
 		cfg := toyConfig(train)
-		cfg.Workers, cfg.Model.Seed = w.workers, w.seed
+		cfg.Workers, cfg.Seed = w.workers, w.seed
 		f := newToy(t, cfg, train, test, cs, PartitionIID)
 		rep, err := f.Run(context.Background(), nil)
 		if err != nil {
@@ -110,7 +137,7 @@ func TestRunLearnsAndReproduces(t *testing.T) {
 	if draws != 30*3 {
 		t.Errorf("%d draws, want K·R = 90 (categorical sampling)", draws)
 	}
-	if rep.Sampling != SamplingCategorical {
+	if rep.Sampling != dpsgd.SamplingCategorical {
 		t.Errorf("sampling %q with rates 1/N, want categorical", rep.Sampling)
 	}
 }
@@ -127,7 +154,7 @@ func TestRetirement(t *testing.T) {
 	cs := toyClients(4, 1, 3)
 	for i := range cs {
 		cs[i].DeltaPrime, cs[i].DeltaTail = 1e-6, 0.9
-		cs[i].Delta = DeltaTotal(1e-6, 0.9)
+		cs[i].Delta = personalized.DeltaTotal(1e-6, 0.9)
 		cs[i].SampleRate = []float64{0.4, 0.2, 0.2, 0.2}[i]
 	}
 	cfg := toyConfig(train)
@@ -181,16 +208,16 @@ func TestRetirement(t *testing.T) {
 // sum, divided by the batch) and γ·Sigma in output mode (noise on the averaged update).
 func TestNoiseWiring(t *testing.T) {
 	train, test := toyData(t, 400, 50, 4)
-	for _, mode := range []Mode{ModeGradient, ModeOutput} {
+	for _, mode := range []dpsgd.Perturbation{dpsgd.GradientPerturbation, dpsgd.OutputPerturbation} {
 		cs := toyClients(1, 3)
 		cs[0].SampleRate = 1
 		cfg := toyConfig(train)
-		cfg.Model.Clip = 1e6
+		cfg.Clip = 1e6
 		cfg.Model.Arch = nn.MLP(train.Shape, train.Classes, []int{40}, nn.Tanh)
 		cfg.Draws, cfg.Rounds, cfg.LocalSteps, cfg.LocalBatch, cfg.Mode = 1, 5, 1, 64, mode
 		priv := newToy(t, cfg, train, test, cs, PartitionIID)
 		np := cfg
-		np.Model.NonPrivate = true
+		np.NonPrivate = true
 		base := newToy(t, np, train, test, cs, PartitionIID)
 		g0 := append([]float64(nil), priv.global...)
 		counts := make([]int, 1)
@@ -208,10 +235,10 @@ func TestNoiseWiring(t *testing.T) {
 		}
 		sd := math.Sqrt(ss / float64(len(g0)))
 		want := cfg.Model.Optimizer.LR * p.Sigma
-		if mode == ModeGradient {
-			want = cfg.Model.Optimizer.LR * p.StepSigma * cfg.Model.Clip / float64(p.LocalBatch)
-			if math.Abs(p.StepSigma*cfg.Model.Clip/float64(p.LocalBatch)-p.Sigma) > 1e-12*p.Sigma {
-				t.Errorf("σ on the sum / b = %v, σ on the mean = %v", p.StepSigma*cfg.Model.Clip/float64(p.LocalBatch), p.Sigma)
+		if mode == dpsgd.GradientPerturbation {
+			want = cfg.Model.Optimizer.LR * p.StepSigma * cfg.Clip / float64(p.LocalBatch)
+			if math.Abs(p.StepSigma*cfg.Clip/float64(p.LocalBatch)-p.Sigma) > 1e-12*p.Sigma {
+				t.Errorf("σ on the sum / b = %v, σ on the mean = %v", p.StepSigma*cfg.Clip/float64(p.LocalBatch), p.Sigma)
 			}
 		}
 		if tol := 5 * want / math.Sqrt(2*float64(len(g0))); math.Abs(sd-want) > tol {
@@ -233,7 +260,7 @@ func TestCalibrationPlans(t *testing.T) {
 	cfgU.UniformNoise = true
 	uni := newToy(t, cfgU, train, test, cs, PartitionIID).Plans()
 	cfgS := cfg
-	cfgS.Calibration = CalibrationSeed
+	cfgS.Calibration = dpsgd.CalibrationSeed
 	seed := newToy(t, cfgS, train, test, cs, PartitionIID).Plans()
 	for i, p := range pers {
 		if math.Abs(p.EpsilonBound-p.Epsilon) > 1e-6*p.Epsilon {
@@ -252,7 +279,7 @@ func TestCalibrationPlans(t *testing.T) {
 		if !(seed[i].Multiplier > p.Multiplier) {
 			t.Errorf("%s: seed multiplier %v, GDP %v: want the appendix's larger", p.ID, seed[i].Multiplier, p.Multiplier)
 		}
-		if want := p.SigmaSeed / (2 * cfg.Model.Clip / float64(p.LocalBatch)) * math.Sqrt(float64(cfg.LocalSteps)); math.Abs(seed[i].Multiplier-want) > 1e-12*want {
+		if want := p.SigmaSeed / (2 * cfg.Clip / float64(p.LocalBatch)) * math.Sqrt(float64(cfg.LocalSteps)); math.Abs(seed[i].Multiplier-want) > 1e-12*want {
 			t.Errorf("%s: seed multiplier %v, want σ_seed/S·√I = %v", p.ID, seed[i].Multiplier, want)
 		}
 	}
@@ -260,7 +287,7 @@ func TestCalibrationPlans(t *testing.T) {
 	f := newToy(t, cfg, train, test, cs, PartitionIID)
 	var sum float64
 	for _, p := range f.plans {
-		s := 2 * cfg.Model.Clip / float64(p.LocalBatch)
+		s := 2 * cfg.Clip / float64(p.LocalBatch)
 		theta := float64(cfg.Draws) - 1 + 1/p.SampleRate
 		sum += theta * p.Share * p.Share * s * s * p.Multiplier * p.Multiplier
 	}
@@ -292,56 +319,56 @@ func TestNewRejects(t *testing.T) {
 	train, test := toyData(t, 300, 6, 3)
 	parts, _ := PartitionIndices(PartitionIID, train.Y, 3, 0, 1)
 	good := toyClients(3, 1)
-	cases := map[string]func(c *Config, cs []ClientSpec, parts [][]int) [][]int{
-		"K > N":        func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.Draws = 4; return p },
-		"K = 0":        func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.Draws = 0; return p },
-		"rounds":       func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.Rounds = 0; return p },
-		"local steps":  func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.LocalSteps = 0; return p },
-		"mode":         func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.Mode = "input"; return p },
-		"calibration":  func(c *Config, _ []ClientSpec, p [][]int) [][]int { c.Calibration = "rdp"; return p },
-		"duplicate id": func(_ *Config, cs []ClientSpec, p [][]int) [][]int { cs[2].ID = cs[0].ID; return p },
-		"epsilon":      func(_ *Config, cs []ClientSpec, p [][]int) [][]int { cs[1].Epsilon = 0; return p },
-		"delta":        func(_ *Config, cs []ClientSpec, p [][]int) [][]int { cs[1].DeltaTail = 1; return p },
-		"rate":         func(_ *Config, cs []ClientSpec, p [][]int) [][]int { cs[0].SampleRate = 2; return p },
-		"shares sum": func(_ *Config, cs []ClientSpec, p [][]int) [][]int {
+	cases := map[string]func(c *toyCfg, cs []dpsgd.Client, parts [][]int) [][]int{
+		"K > N":        func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.Draws = 4; return p },
+		"K = 0":        func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.Draws = 0; return p },
+		"rounds":       func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.Rounds = 0; return p },
+		"local steps":  func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.LocalSteps = 0; return p },
+		"mode":         func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.Mode = "input"; return p },
+		"calibration":  func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { c.Calibration = "rdp"; return p },
+		"duplicate id": func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int { cs[2].ID = cs[0].ID; return p },
+		"epsilon":      func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int { cs[1].Epsilon = 0; return p },
+		"delta":        func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int { cs[1].DeltaTail = 1; return p },
+		"rate":         func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int { cs[0].SampleRate = 2; return p },
+		"shares sum": func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int {
 			cs[0].Share, cs[1].Share, cs[2].Share = 0.5, 0.5, 0.5
 			return p
 		},
-		"share partial": func(_ *Config, cs []ClientSpec, p [][]int) [][]int { cs[0].Share = 0.5; return p },
-		"categorical": func(c *Config, cs []ClientSpec, p [][]int) [][]int {
-			c.Sampling = SamplingCategorical
+		"share partial": func(_ *toyCfg, cs []dpsgd.Client, p [][]int) [][]int { cs[0].Share = 0.5; return p },
+		"categorical": func(c *toyCfg, cs []dpsgd.Client, p [][]int) [][]int {
+			c.Sampling = dpsgd.SamplingCategorical
 			for i := range cs {
 				cs[i].SampleRate = 0.5
 			}
 			return p
 		},
-		"empty part":   func(_ *Config, _ []ClientSpec, p [][]int) [][]int { p[1] = nil; return p },
-		"overlap":      func(_ *Config, _ []ClientSpec, p [][]int) [][]int { p[1] = append(p[1], p[0][0]); return p },
-		"out of range": func(_ *Config, _ []ClientSpec, p [][]int) [][]int { p[1] = append(p[1], 10000); return p },
-		"parts count":  func(_ *Config, _ []ClientSpec, p [][]int) [][]int { return p[:2] },
-		"adam output": func(c *Config, _ []ClientSpec, p [][]int) [][]int {
-			c.Mode, c.Model.Optimizer.Name = ModeOutput, "adam"
+		"empty part":   func(_ *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { p[1] = nil; return p },
+		"overlap":      func(_ *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { p[1] = append(p[1], p[0][0]); return p },
+		"out of range": func(_ *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { p[1] = append(p[1], 10000); return p },
+		"parts count":  func(_ *toyCfg, _ []dpsgd.Client, p [][]int) [][]int { return p[:2] },
+		"adam output": func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int {
+			c.Mode, c.Model.Optimizer.Name = dpsgd.OutputPerturbation, "adam"
 			return p
 		},
-		"arch": func(c *Config, _ []ClientSpec, p [][]int) [][]int {
+		"arch": func(c *toyCfg, _ []dpsgd.Client, p [][]int) [][]int {
 			c.Model.Arch = nn.LogReg([]int{7}, 3)
 			return p
 		},
 	}
 	for name, mutate := range cases {
 		cfg := toyConfig(train)
-		cs := append([]ClientSpec(nil), good...)
+		cs := append([]dpsgd.Client(nil), good...)
 		ps := make([][]int, len(parts))
 		for i := range parts {
 			ps[i] = append([]int(nil), parts[i]...)
 		}
 		ps = mutate(&cfg, cs, ps)
-		f, err := New(cfg, train, test, cs, ps)
+		f, err := build(cfg, train, test, cs, ps)
 		if err == nil {
 			f.Close()
 			t.Errorf("%s: accepted", name)
-		} else if !strings.HasPrefix(err.Error(), "federated: ") {
-			t.Errorf("%s: error %q lacks the package prefix", name, err)
+		} else if !strings.HasPrefix(err.Error(), "federated: ") && !errors.Is(err, dpsgd.ErrInvalid) {
+			t.Errorf("%s: error %q is neither the package's nor the front door's", name, err)
 		}
 	}
 }
@@ -371,15 +398,14 @@ func BenchmarkRound(b *testing.B) {
 		nonPrivate bool
 	}{{"dp", false}, {"nonprivate", true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			fc := Config{
-				Model: engine.Config{
+			fc := toyCfg{
+				Config: Config{Model: engine.Config{
 					Arch: nn.MLP(train.Shape, train.Classes, []int{64}, nn.Tanh), Dtype: tensor.Float32,
-					Clip: 1, Seed: 1, NonPrivate: mode.nonPrivate,
 					Optimizer: engine.OptimizerConfig{Name: "sgd", LR: 0.1},
-				},
-				Rounds: 1 << 20, Draws: 1, LocalSteps: 10, LocalBatch: 64,
+				}},
+				FederatedPlan: dpsgd.FederatedPlan{Rounds: 1 << 20, Draws: 1, LocalSteps: 10, LocalBatch: 64, Clip: 1, Seed: 1, NonPrivate: mode.nonPrivate},
 			}
-			f, err := New(fc, train, test, cs, parts)
+			f, err := build(fc, train, test, cs, parts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -400,24 +426,45 @@ func BenchmarkRound(b *testing.B) {
 	}
 }
 
-// TestRoundStatsJSONNonFinite: a NaN or infinite loss is written as null, a finite one as a
-// number, and the other fields are kept.
-func TestRoundStatsJSONNonFinite(t *testing.T) {
+// TestTrainLossNotReleased: the clients' training loss, computed from their data without
+// noise, is absent (null in JSON) from every round of a private run, present with
+// PrivateStats and in a non-private run.
+func TestTrainLossNotReleased(t *testing.T) {
+	train, test := toyData(t, 600, 6, 3)
 	for _, c := range []struct {
-		loss float64
-		want string
-	}{{math.NaN(), "null"}, {math.Inf(1), "null"}, {0.25, "0.25"}} {
-		b, err := json.Marshal(RoundStats{Round: 3, Rounds: 5, TrainLoss: c.loss})
+		name                     string
+		nonPrivate, privateStats bool
+		want                     bool
+	}{{"private", false, false, false}, {"private stats", false, true, true}, {"non-private", true, false, true}} {
+		cfg := toyConfig(train)
+		cfg.Rounds, cfg.EvalEvery = 4, 2
+		cfg.NonPrivate, cfg.PrivateStats = c.nonPrivate, c.privateStats
+		f := newToy(t, cfg, train, test, toyClients(5, 1, 2), PartitionIID)
+		rep, err := f.Run(context.Background(), nil)
 		if err != nil {
-			t.Fatalf("loss %v: %v", c.loss, err)
+			t.Fatal(err)
 		}
-		var m map[string]any
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			History []map[string]any `json:"history"`
+		}
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := json.Marshal(m["train_loss"])
-		if string(got) != c.want || m["round"] != 3.0 || m["rounds"] != 5.0 {
-			t.Errorf("loss %v: %s", c.loss, b)
+		for i, h := range m.History {
+			v, ok := h["train_loss"]
+			if !ok {
+				t.Fatalf("%s: round %d: key train_loss missing", c.name, i+1)
+			}
+			if got := v != nil; got != (c.want && rep.History[i].Participants > 0) {
+				t.Errorf("%s: round %d: train_loss %v", c.name, i+1, v)
+			}
+			if v != nil && !(v.(float64) > 0) {
+				t.Errorf("%s: round %d: train_loss %v, want a positive mean loss", c.name, i+1, v)
+			}
 		}
 	}
 }

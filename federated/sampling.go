@@ -5,38 +5,31 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/dpsgd/dpsgd"
 )
 
-// Sampling names how the K draws of a round select clients. Under both, client i's count
-// Cᵢᵗ in one round is Binomial(K, qᵢ), so its count over the run, Σₜ Cᵢᵗ, is Binomial(T, qᵢ)
-// with T = K·R, as Lemma 1 of the personalized-DP FL appendix assumes, and E[Cᵢᵗ] = K·qᵢ, which makes the
-// aggregation of eq. 15 unbiased (see Aggregate).
-type Sampling string
-
-const (
-	// SamplingCategorical: each of the K draws picks one client, client i with probability qᵢ;
-	// the rates must sum to 1 (within ShareTolerance). Draws are independent, so a client may
-	// be picked more than once in a round. The counts of one round are Multinomial(K, q),
-	// whose marginals are Binomial(K, qᵢ).
-	SamplingCategorical Sampling = "categorical"
-	// SamplingBernoulli: each client is tried K times per round, each trial independently
-	// successful with probability qᵢ; rates need not sum to anything.
-	SamplingBernoulli Sampling = "bernoulli"
-)
+// The client sampling kinds are the front door's (dpsgd.ClientSampling). Under both, client
+// i's count Cᵢᵗ in one round is Binomial(K, qᵢ), so its count over the run, Σₜ Cᵢᵗ, is
+// Binomial(T, qᵢ) with T = K·R, as Lemma 1 of the personalized-DP FL appendix assumes, and
+// E[Cᵢᵗ] = K·qᵢ, which makes the aggregation of eq. 15 unbiased (see Aggregate). Categorical:
+// each of the K draws picks one client, client i with probability qᵢ (the counts of one round
+// are Multinomial(K, q), whose marginals are Binomial(K, qᵢ)). Bernoulli: each client is tried
+// K times per round, each trial independently successful with probability qᵢ.
 
 // sampleStream keeps the client sampling's random numbers apart from other uses of the seed.
 const sampleStream = 0xbb67_ae85_84ca_a73b
 
 // sampler draws the clients of each round.
 type sampler struct {
-	kind  Sampling
+	kind  dpsgd.ClientSampling
 	rates []float64
 	cum   []float64 // categorical: cumulative rates, last forced to 1
 	k     int
 	seed  uint64
 }
 
-func newSampler(kind Sampling, rates []float64, k int, seed uint64) (*sampler, error) {
+func newSampler(kind dpsgd.ClientSampling, rates []float64, k int, seed uint64) (*sampler, error) {
 	if k < 1 {
 		return nil, fmt.Errorf("federated: draws per round K = %d, want ≥ 1", k)
 	}
@@ -49,9 +42,9 @@ func newSampler(kind Sampling, rates []float64, k int, seed uint64) (*sampler, e
 	}
 	s := &sampler{kind: kind, rates: rates, k: k, seed: seed}
 	switch kind {
-	case SamplingCategorical:
-		if math.Abs(sum-1) > ShareTolerance {
-			return nil, fmt.Errorf("federated: categorical sampling: the sample rates sum to %.9g, want 1 (within %g); use bernoulli sampling for rates that do not", sum, ShareTolerance)
+	case dpsgd.SamplingCategorical:
+		if math.Abs(sum-1) > dpsgd.ShareTolerance {
+			return nil, fmt.Errorf("federated: categorical sampling: the sample rates sum to %.9g, want 1 (within %g); use bernoulli sampling for rates that do not", sum, dpsgd.ShareTolerance)
 		}
 		s.cum = make([]float64, len(rates))
 		var c float64
@@ -60,7 +53,7 @@ func newSampler(kind Sampling, rates []float64, k int, seed uint64) (*sampler, e
 			s.cum[i] = c
 		}
 		s.cum[len(s.cum)-1] = 1
-	case SamplingBernoulli:
+	case dpsgd.SamplingBernoulli:
 	default:
 		return nil, fmt.Errorf("federated: sampling %q: want categorical or bernoulli", kind)
 	}
@@ -73,7 +66,7 @@ func (s *sampler) counts(t int, c []int) {
 	clear(c)
 	rng := rand.New(rand.NewPCG(s.seed^sampleStream, uint64(t)))
 	switch s.kind {
-	case SamplingCategorical:
+	case dpsgd.SamplingCategorical:
 		for range s.k {
 			u := rng.Float64()
 			i := sort.SearchFloat64s(s.cum, u)
@@ -84,7 +77,7 @@ func (s *sampler) counts(t int, c []int) {
 			}
 			c[i]++
 		}
-	case SamplingBernoulli:
+	case dpsgd.SamplingBernoulli:
 		for i, q := range s.rates {
 			if q == 1 {
 				c[i] = s.k

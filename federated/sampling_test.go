@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dpsgd/dpsgd"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -104,9 +105,9 @@ func checkCover(t *testing.T, parts [][]int, n int) {
 func TestSamplingBinomial(t *testing.T) {
 	rates := []float64{0.05, 0.15, 0.3, 0.5}
 	const k, rounds = 6, 20000
-	for _, kind := range []Sampling{SamplingCategorical, SamplingBernoulli} {
+	for _, kind := range []dpsgd.ClientSampling{dpsgd.SamplingCategorical, dpsgd.SamplingBernoulli} {
 		rs := rates
-		if kind == SamplingBernoulli {
+		if kind == dpsgd.SamplingBernoulli {
 			rs = []float64{0.05, 0.9, 0.3, 1} // need not sum to 1
 		}
 		s, err := newSampler(kind, rs, k, 42)
@@ -125,7 +126,7 @@ func TestSamplingBinomial(t *testing.T) {
 				hist[i][v]++
 				sum += v
 			}
-			if kind == SamplingCategorical && sum != k {
+			if kind == dpsgd.SamplingCategorical && sum != k {
 				t.Fatalf("categorical round with %d draws, want %d", sum, k)
 			}
 		}
@@ -155,10 +156,10 @@ func TestSamplingBinomial(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newSampler(SamplingCategorical, []float64{0.5, 0.4}, 2, 1); err == nil {
+	if _, err := newSampler(dpsgd.SamplingCategorical, []float64{0.5, 0.4}, 2, 1); err == nil {
 		t.Error("categorical sampling accepted rates summing to 0.9")
 	}
-	if _, err := newSampler(SamplingBernoulli, []float64{0.5, 0}, 2, 1); err == nil {
+	if _, err := newSampler(dpsgd.SamplingBernoulli, []float64{0.5, 0}, 2, 1); err == nil {
 		t.Error("rate 0 accepted")
 	}
 }
@@ -179,11 +180,11 @@ func TestAggregateUnbiased(t *testing.T) {
 	}
 	shares := []float64{0.1, 0.2, 0.3, 0.25, 0.15}
 	for _, tc := range []struct {
-		kind  Sampling
+		kind  dpsgd.ClientSampling
 		rates []float64
 	}{
-		{SamplingCategorical, []float64{0.3, 0.1, 0.2, 0.25, 0.15}},
-		{SamplingBernoulli, []float64{0.3, 0.7, 0.05, 1, 0.5}},
+		{dpsgd.SamplingCategorical, []float64{0.3, 0.1, 0.2, 0.25, 0.15}},
+		{dpsgd.SamplingBernoulli, []float64{0.3, 0.7, 0.05, 1, 0.5}},
 	} {
 		s, err := newSampler(tc.kind, tc.rates, k, 3)
 		if err != nil {
@@ -226,7 +227,7 @@ func BenchmarkSamplerCounts(b *testing.B) {
 	for i := range rates {
 		rates[i] = 1.0 / 1000
 	}
-	s, _ := newSampler(SamplingCategorical, rates, 100, 1)
+	s, _ := newSampler(dpsgd.SamplingCategorical, rates, 100, 1)
 	c := make([]int, len(rates))
 	for i := 0; b.Loop(); i++ {
 		s.counts(i, c)

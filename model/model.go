@@ -56,12 +56,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/internal/atomicfile"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
@@ -388,28 +388,12 @@ func WriteFile(path string, a *Artifact) error {
 
 // Load reads and checks a model file from r.
 func Load(r io.Reader) (*Artifact, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("model: reading: %w", err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, formatErr("larger than %d bytes", MaxFileBytes)
-	}
-	return Decode(data)
+	return boundedio.Parse(r, MaxFileBytes, "model", ErrFormat, Decode)
 }
 
 // ReadFile loads the model file at path.
 func ReadFile(path string) (*Artifact, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	defer f.Close()
-	a, err := Load(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return a, nil
+	return boundedio.ReadFile(path, "model", Load)
 }
 
 // Decode parses and checks a model file's bytes.

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 )
 
 // The safetensors format (Hugging Face's, as its specification states it): an 8-byte
@@ -301,14 +302,7 @@ func WriteSafetensors(w io.Writer, a *Artifact) error {
 
 // ReadSafetensors reads a safetensors file of F32 and F64 tensors from r (DecodeSafetensors).
 func ReadSafetensors(r io.Reader) (*Safetensors, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("model: safetensors: reading: %w", err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, formatErr("safetensors: larger than %d bytes", MaxFileBytes)
-	}
-	return DecodeSafetensors(data)
+	return boundedio.Parse(r, MaxFileBytes, "model: safetensors", ErrFormat, DecodeSafetensors)
 }
 
 // DecodeSafetensors parses a safetensors file and checks it as the specification asks: a

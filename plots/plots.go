@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 
+	"github.com/dpsgd/dpsgd/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -249,17 +249,18 @@ func drawPanels(dc draw.Canvas, ps []*panel) {
 	}
 }
 
-// writeFile writes wt to path.
+// writeFile writes wt to path atomically (internal/atomicfile): a figure on disk is always
+// whole, and an earlier one stays until the new one is complete.
 func writeFile(path string, wt io.WriterTo) error {
-	fh, err := os.Create(path)
+	p, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	if _, err := wt.WriteTo(fh); err != nil {
-		fh.Close()
+	if _, err := wt.WriteTo(p); err != nil {
+		p.Abort()
 		return fmt.Errorf("plots: writing %s: %w", path, err)
 	}
-	if err := fh.Close(); err != nil {
+	if err := p.Commit(); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
 	return nil

@@ -279,3 +279,36 @@ func BenchmarkSave(b *testing.B) {
 		}
 	}
 }
+
+// failingWriterTo writes some bytes, then fails.
+type failingWriterTo struct{}
+
+func (failingWriterTo) WriteTo(w io.Writer) (int64, error) {
+	n, _ := w.Write([]byte("half a figure"))
+	return int64(n), errors.New("renderer failed")
+}
+
+// TestWriteFileAtomic: a figure whose rendering fails leaves the earlier file as it was and
+// no partial file behind; one that succeeds replaces it whole.
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fig.svg")
+	if err := os.WriteFile(path, []byte("old figure"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(path, failingWriterTo{}); err == nil || !strings.Contains(err.Error(), "renderer failed") {
+		t.Fatalf("failing render: %v", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "old figure" {
+		t.Errorf("after a failed write: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory after a failed write, want 1 (no temporary left)", len(ents))
+	}
+	if err := writeFile(path, strings.NewReader("new figure")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "new figure" {
+		t.Errorf("after a write: %q, %v", b, err)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 	agepriv "github.com/dpsgd/dpsgd/privacy/ageaware"
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -119,11 +118,8 @@ func ageTV(args []string, stdout io.Writer) error {
 	fs.StringVar(&initText, "init", "", "optional law of the data at collection time: adds tv_posterior, Δ for data started from it instead of π")
 	fs.BoolVar(&jsonOut, "json", false, "print a JSON array of {age, tv, tv_bound} as the last line")
 	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd ageaware tv [flags]\n\nΔ(t) = max over pairs of states of the total variation between the reverse chain's rows\n(Lin et al., Proposition 1), exact and by the spectral bound of [12, Prop. 5].")
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	if maxAge > 1_000_000 {
 		return usagef("--max-age %d: out of range [0, 1000000]", maxAge)
@@ -346,11 +342,8 @@ func (f *ageSimFlags) epsGrid() []float64 {
 
 func ageSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := ageParseSimFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	cfg := ageng.PaperConfig()
 	cfg.AggTime = f.aggTime

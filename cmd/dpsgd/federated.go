@@ -11,13 +11,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/federated"
-	"github.com/dpsgd/dpsgd/privacy/personalized"
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"gorgonia.org/tensor"
 )
@@ -52,7 +51,7 @@ type fedFlags struct {
 	lr, clip, momentum, logisticK, gammaL  float64
 	seed                                   uint64
 	uniform, nonPrivate, float64, quiet    bool
-	jsonOut                                bool
+	jsonOut, privateStats                  bool
 	set                                    map[string]bool
 }
 
@@ -94,6 +93,7 @@ func fedParseFlags(args []string, stdout io.Writer) (*fedFlags, error) {
 	fs.BoolVar(&f.float64, "float64", false, "compute in float64 instead of float32")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON object on the last line of stdout")
+	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report the clients' mean training loss of each round, computed from their data without noise: NOT covered by the guarantee")
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, fedHeader); err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func fedParseFlags(args []string, stdout io.Writer) (*fedFlags, error) {
 // fedRun is a resolved federated run.
 type fedRun struct {
 	cfg         federated.Config
-	clients     []federated.ClientSpec
+	plan        dpsgd.FederatedPlan
 	parts       [][]int
 	train, test *datasets.Dataset
 }
@@ -126,28 +126,12 @@ func (f *fedFlags) resolve(ctx context.Context) (*fedRun, error) {
 			}
 		}
 	}
-	var mode federated.Mode
-	switch f.mode {
-	case "gradient", "output":
-		mode = federated.Mode(f.mode)
-	default:
-		return nil, usagef("--mode %q: want gradient or output", f.mode)
-	}
+	mode := dpsgd.Perturbation(f.mode) // checked by the front door
 	if !f.set["local-steps"] {
 		f.localSteps = 3
-		if mode == federated.ModeOutput {
+		if mode == dpsgd.OutputPerturbation {
 			f.localSteps = 1
 		}
-	}
-	switch f.calibration {
-	case "gdp", "seed":
-	default:
-		return nil, usagef("--calibration %q: want gdp or seed", f.calibration)
-	}
-	switch f.sampling {
-	case "", "categorical", "bernoulli":
-	default:
-		return nil, usagef("--sampling %q: want categorical or bernoulli", f.sampling)
 	}
 	var part federated.Partition
 	switch f.partition {
@@ -163,9 +147,6 @@ func (f *fedFlags) resolve(ctx context.Context) (*fedRun, error) {
 	}
 	if !(f.lr > 0) {
 		return nil, usagef("--lr %v: out of range (0, +Inf)", f.lr)
-	}
-	if !(f.clip > 0) {
-		return nil, usagef("--clip %v: out of range (0, +Inf)", f.clip)
 	}
 	if !(f.momentum >= 0 && f.momentum < 1) {
 		return nil, usagef("--momentum %v: out of range [0, 1)", f.momentum)
@@ -196,28 +177,23 @@ func (f *fedFlags) resolve(ctx context.Context) (*fedRun, error) {
 	}
 
 	run := &fedRun{}
+	var clients []dpsgd.Client
 	if f.clientsFile != "" {
 		fh, err := os.Open(f.clientsFile)
 		if err != nil {
 			return nil, usagef("--clients-file: %v", err)
 		}
-		run.clients, err = federated.ParseClients(fh, f.clientsFile)
+		clients, err = federated.ParseClients(fh, f.clientsFile)
 		fh.Close()
 		if err != nil {
 			return nil, usagef("--clients-file: %v", err)
 		}
-	} else if run.clients, err = f.flagClients(); err != nil {
+	} else if clients, err = f.flagClients(); err != nil {
 		return nil, err
 	}
-	n := len(run.clients)
+	n := len(clients)
 	if !f.set["k"] {
 		f.k = min(5, n)
-	}
-	if f.k > n {
-		return nil, usagef("--k %d: out of range [1, N = %d] (draws per round at most the number of clients)", f.k, n)
-	}
-	if f.rounds > personalized.MaxDraws/f.k {
-		return nil, usagef("--rounds %d: out of range [1, %d] (K·R at most 2^40 draws)", f.rounds, personalized.MaxDraws/f.k)
 	}
 
 	run.train, run.test, err = loadData(ctx, f.dataset, f.dataDir, f.cacheDir, f.seed)
@@ -245,48 +221,91 @@ func (f *fedFlags) resolve(ctx context.Context) (*fedRun, error) {
 	}
 	run.cfg = federated.Config{
 		Model: engine.Config{
-			Arch: arch, Dtype: dt, Clip: f.clip, Seed: f.seed, NonPrivate: f.nonPrivate,
+			Arch: arch, Dtype: dt,
 			Optimizer: engine.OptimizerConfig{Name: f.optimizer, LR: f.lr, Momentum: f.momentum},
 		},
-		Rounds: f.rounds, Draws: f.k, LocalSteps: f.localSteps, LocalBatch: f.localBatch,
-		Mode: mode, Calibration: federated.Calibration(f.calibration), UniformNoise: f.uniform,
-		Sampling: federated.Sampling(f.sampling), LogisticK: f.logisticK, Workers: f.workers,
-		EvalEvery: f.evalEvery, GammaL: f.gammaL,
+		Workers: f.workers, EvalEvery: f.evalEvery, GammaL: f.gammaL, PrivateStats: f.privateStats,
+	}
+	examples := make([]int, n)
+	for i, p := range run.parts {
+		examples[i] = len(p)
+	}
+	run.plan = dpsgd.FederatedPlan{
+		Clients: clients, Examples: examples,
+		Rounds: f.rounds, Draws: f.k, LocalSteps: f.localSteps, LocalBatch: f.localBatch, Clip: f.clip,
+		Mode: mode, Calibration: dpsgd.Calibration(f.calibration), UniformNoise: f.uniform,
+		Sampling: dpsgd.ClientSampling(f.sampling), LogisticK: f.logisticK, Seed: f.seed, NonPrivate: f.nonPrivate,
 	}
 	return run, nil
 }
 
+// fedPlanFlags names the flag of each run-wide field of dpsgd.FederatedPlan, and
+// fedClientFlags that of each client field (by its JSON key) when the clients come from flags.
+var (
+	fedPlanFlags = map[string]string{
+		"Rounds": "--rounds", "Draws": "--k", "LocalSteps": "--local-steps", "LocalBatch": "--local-batch",
+		"Clip": "--clip", "Mode": "--mode", "Calibration": "--calibration", "Sampling": "--sampling",
+		"LogisticK": "--logistic-k",
+	}
+	fedClientFlags = map[string]string{
+		"epsilon": "--epsilons", "delta": "--delta", "delta_prime": "--delta", "delta_tail": "--delta-tail",
+		"sample_rate": "--sample-rate",
+	}
+)
+
+// fedPlanUsage makes the front door's refusal of a federated plan a usage error (exit 2)
+// naming the flag, or the clients file.
+func (f *fedFlags) fedPlanUsage(err error) error {
+	var fe *dpsgd.FieldError
+	if !errors.As(err, &fe) {
+		if errors.Is(err, dpsgd.ErrInvalid) {
+			return usageError{err}
+		}
+		return err
+	}
+	if fl := fedPlanFlags[fe.Field]; fl != "" {
+		return usagef("%s %s", fl, fe.Reason)
+	}
+	if f.clientsFile != "" {
+		return usagef("--clients-file %s: %s %s", f.clientsFile, fe.Field, fe.Reason)
+	}
+	if _, key, ok := strings.Cut(fe.Field, "]."); ok && fedClientFlags[key] != "" {
+		// The flags give every client the same values but ε: the client's name adds nothing.
+		reason := fe.Reason
+		if _, r, ok := strings.Cut(reason, ") "); ok && strings.HasPrefix(reason, "(client ") {
+			reason = r
+		}
+		return usagef("%s %s", fedClientFlags[key], reason)
+	}
+	return usagef("%s %s", fe.Field, fe.Reason)
+}
+
 // flagClients makes the clients of --clients, --epsilons, --delta, --delta-tail and
-// --sample-rate.
-func (f *fedFlags) flagClients() ([]federated.ClientSpec, error) {
+// --sample-rate; the front door checks their values (dpsgd.Client.Resolve). A flag given as 0
+// where a Client's 0 means "not given" is refused here.
+func (f *fedFlags) flagClients() ([]dpsgd.Client, error) {
 	var eps []float64
 	for _, s := range strings.Split(f.epsilons, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || !(v > 0) || math.IsInf(v, 0) {
-			return nil, usagef("--epsilons %q: %q out of range (0, +Inf): want positive numbers, comma-separated", f.epsilons, strings.TrimSpace(s))
+		if err != nil {
+			return nil, usagef("--epsilons %q: %q is not a number: want positive numbers, comma-separated", f.epsilons, strings.TrimSpace(s))
 		}
 		eps = append(eps, v)
 	}
-	if !(f.delta > 0 && f.delta < 1) {
-		return nil, usagef("--delta %v: out of range (0, 1)", f.delta)
-	}
-	dp, dt := federated.SplitDelta(f.delta)
-	if f.set["delta-tail"] {
-		if !(f.deltaTail > 0 && f.deltaTail < f.delta) {
-			return nil, usagef("--delta-tail %v: out of range (0, --delta = %v)", f.deltaTail, f.delta)
+	for _, z := range []struct {
+		flag, valid string
+		v           float64
+	}{{"delta", "(0, 1)", f.delta}, {"delta-tail", "(0, --delta)", f.deltaTail}, {"sample-rate", "(0, 1]", f.sampleRate}} {
+		if f.set[z.flag] && z.v == 0 {
+			return nil, usagef("--%s 0: want a value in %s", z.flag, z.valid)
 		}
-		dt = f.deltaTail
-		dp = (f.delta - dt) / (1 - dt)
-	}
-	if f.set["sample-rate"] && !(f.sampleRate > 0 && f.sampleRate <= 1) {
-		return nil, usagef("--sample-rate %v: out of range (0, 1]", f.sampleRate)
 	}
 	width := len(strconv.Itoa(f.clients - 1))
-	cs := make([]federated.ClientSpec, f.clients)
+	cs := make([]dpsgd.Client, f.clients)
 	for i := range cs {
-		cs[i] = federated.ClientSpec{
-			ID: fmt.Sprintf("c%0*d", width, i), Epsilon: eps[i%len(eps)],
-			Delta: f.delta, DeltaPrime: dp, DeltaTail: dt,
+		cs[i] = dpsgd.Client{ID: fmt.Sprintf("c%0*d", width, i), Epsilon: eps[i%len(eps)], Delta: f.delta}
+		if f.set["delta-tail"] {
+			cs[i].DeltaTail = f.deltaTail
 		}
 		if f.set["sample-rate"] {
 			cs[i].SampleRate = f.sampleRate
@@ -307,40 +326,45 @@ type fedJSON struct {
 	N         int    `json:"num_clients"`
 	Seed      uint64 `json:"seed"`
 	Guarantee string `json:"guarantee"`
+	// NotCovered lists the values the guarantee does not cover: the test accuracy (the test
+	// split is not the clients' data), the times, and with --private-stats the clients'
+	// training loss.
+	NotCovered []string `json:"not_covered_by_guarantee,omitempty"`
 }
 
 // cmdFederated runs dpsgd federated.
 func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := fedParseFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	run, err := f.resolve(ctx)
 	if err != nil {
 		return err
 	}
-	fed, err := federated.New(run.cfg, run.train, run.test, run.clients, run.parts)
+	priv, err := run.plan.Resolve()
+	if err != nil {
+		return f.fedPlanUsage(err)
+	}
+	fed, err := federated.New(run.cfg, priv, run.train, run.test, run.parts)
 	if err != nil {
 		return usagef("%v", err)
 	}
 	defer fed.Close()
-	cfg := fed.Config()
+	cfg, plan := fed.Config(), priv.Plan
 	if !f.quiet {
 		fmt.Fprintln(stderr, "dpsgd: seeded noise and sampling: reproducible, not for production releases")
-		what := fmt.Sprintf("%s calibration, %s perturbation", cfg.Calibration, cfg.Mode)
-		if cfg.UniformNoise {
+		what := fmt.Sprintf("%s calibration, %s perturbation", plan.Calibration, plan.Mode)
+		if plan.UniformNoise {
 			what += ", uniform noise (strictest budget)"
 		}
-		if cfg.Model.NonPrivate {
+		if plan.NonPrivate {
 			what = "NON-PRIVATE baseline"
 		}
 		fmt.Fprintf(stderr, "dpsgd: %s %s on %s: %d clients (%s), %d rounds × K = %d (%s sampling), %d local steps, %s\n",
-			f.model, archString(cfg.Model.Arch), f.dataset, len(run.clients), f.partition, cfg.Rounds, cfg.Draws, cfg.Sampling, cfg.LocalSteps, what)
+			f.model, archString(cfg.Model.Arch), f.dataset, len(plan.Clients), f.partition, plan.Rounds, plan.Draws, plan.Sampling, plan.LocalSteps, what)
 	}
-	prog := newFedProgress(stderr, f.quiet, cfg.Rounds)
+	prog := newFedProgress(stderr, f.quiet, plan.Rounds)
 	rep, runErr := fed.Run(ctx, prog.round)
 	prog.finish()
 	if rep == nil || (runErr != nil && !rep.Interrupted) {
@@ -348,12 +372,13 @@ func cmdFederated(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	out := fedJSON{
 		Report: rep, Dataset: f.dataset, Model: f.model, Params: fed.NumParams(), Partition: f.partition,
-		N: len(rep.Clients), Seed: f.seed,
+		N: len(rep.Clients), Seed: f.seed, Guarantee: priv.Guarantee(),
 	}
-	if rep.NonPrivate {
-		out.Guarantee = "none: non-private baseline"
-	} else {
-		out.Guarantee = fmt.Sprintf("client i: (epsilon_spent_i, delta_prime_i)-DP for its examples under replace-one adjacency, towards a third party, by exact GDP composition of its %s releases given the realized selections (never more than rounds_bound_i: (epsilon_i, delta_prime_i) always holds)", cfg.Mode)
+	if !rep.NonPrivate {
+		out.NotCovered = []string{"test_accuracy", "history[].test_accuracy", "seconds", "history[].seconds"}
+		if f.privateStats {
+			out.NotCovered = append(out.NotCovered, "history[].train_loss")
+		}
 	}
 	if !f.quiet || !f.jsonOut {
 		fedPrintSummary(stdout, rep)
@@ -456,7 +481,7 @@ func (p *fedProgress) round(st federated.RoundStats) {
 		return
 	}
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("round %d/%d loss %.3f retired %d", st.Round, st.Rounds, st.TrainLoss, st.Retired))
+		p.bar.Describe(fmt.Sprintf("round %d/%d%s retired %d", st.Round, st.Rounds, fedLoss(st, " loss %.3f"), st.Retired))
 		_ = p.bar.Add(1)
 	}
 	if st.TestAccuracy == nil {
@@ -465,8 +490,17 @@ func (p *fedProgress) round(st federated.RoundStats) {
 	if p.bar != nil {
 		_ = p.bar.Clear()
 	}
-	fmt.Fprintf(p.w, "round %4d/%d  participants %3d  loss %.4f  test acc %.4f  retired %d  skipped draws %d  %.1fs\n",
-		st.Round, st.Rounds, st.Participants, st.TrainLoss, *st.TestAccuracy, st.Retired, st.SkippedDraws, st.Seconds)
+	fmt.Fprintf(p.w, "round %4d/%d  participants %3d%s  test acc %.4f  retired %d  skipped draws %d  %.1fs\n",
+		st.Round, st.Rounds, st.Participants, fedLoss(st, "  loss %.4f"), *st.TestAccuracy, st.Retired, st.SkippedDraws, st.Seconds)
+}
+
+// fedLoss formats the round's training loss, "" where the round does not report it (a private
+// run without --private-stats).
+func fedLoss(st federated.RoundStats, format string) string {
+	if st.TrainLoss == nil {
+		return ""
+	}
+	return fmt.Sprintf(format, *st.TrainLoss)
 }
 
 func (p *fedProgress) finish() {

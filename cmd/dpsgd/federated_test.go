@@ -129,15 +129,19 @@ func TestFederatedBadInput(t *testing.T) {
 		args []string
 		has  string
 	}{
-		{[]string{"--clients", "3", "--k", "4"}, "--k 4: out of range [1, N = 3]"},
+		{[]string{"--clients", "3", "--k", "4"}, "--k 4: want a value in [1, N = 3]"},
 		{[]string{"--clients", "0"}, "--clients"},
 		{[]string{"--epsilons", "1,-2"}, "--epsilons"},
 		{[]string{"--epsilons", "1,x"}, "--epsilons"},
-		{[]string{"--delta", "1"}, "--delta 1: out of range (0, 1)"},
-		{[]string{"--delta", "0"}, "--delta 0: out of range (0, 1)"},
+		{[]string{"--delta", "1"}, "--delta 1: want a value in (0, 1)"},
+		{[]string{"--delta", "0"}, "--delta 0: want a value in (0, 1)"},
 		{[]string{"--delta-tail", "1e-4"}, "--delta-tail"},
-		{[]string{"--sample-rate", "0"}, "--sample-rate 0: out of range (0, 1]"},
-		{[]string{"--sample-rate", "1.5"}, "--sample-rate 1.5: out of range (0, 1]"},
+		{[]string{"--delta-tail", "0"}, "--delta-tail 0"},
+		{[]string{"--epsilons", "1,0"}, "--epsilons 0: want a finite value > 0"},
+		{[]string{"--clip", "0"}, "--clip 0: want a finite value"},
+		{[]string{"--rounds", "1099511627776", "--clients", "2", "--k", "2"}, "--rounds 1099511627776 with K = 2: want K·R at most 2^40"},
+		{[]string{"--sample-rate", "0"}, "--sample-rate 0: want a value in (0, 1]"},
+		{[]string{"--sample-rate", "1.5"}, "--sample-rate 1.5: want a value in (0, 1]"},
 		{[]string{"--sample-rate", "NaN"}, "--sample-rate"},
 		{[]string{"--mode", "input"}, "--mode"},
 		{[]string{"--calibration", "rdp"}, "--calibration"},
@@ -179,5 +183,52 @@ func TestFederatedHelp(t *testing.T) {
 	code, out, _ := fedRunCmd(t, "--help")
 	if code != 0 || !strings.Contains(out, "--clients-file") || !strings.Contains(out, "eq. 15") {
 		t.Errorf("exit %d, help:\n%s", code, out)
+	}
+}
+
+// TestFederatedPrivateStats: a private run's report holds no statistic of the clients' data
+// computed without noise (every history[].train_loss is null, the progress prints no loss),
+// says what its guarantee does not cover and that the seed must stay secret; --private-stats
+// adds the training loss and lists it as not covered.
+func TestFederatedPrivateStats(t *testing.T) {
+	for _, stats := range []bool{false, true} {
+		args := []string{"--clients", "4", "--rounds", "4", "--k", "2", "--eval-every", "2", "--json", "--seed", "5"}
+		if stats {
+			args = append(args, "--private-stats")
+		}
+		code, out, errOut := fedRunCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		m := lastJSON(t, out)
+		reported := 0
+		for _, h := range m["history"].([]any) {
+			h := h.(map[string]any)
+			if _, ok := h["train_loss"]; !ok {
+				t.Fatalf("history key train_loss missing: %v", h)
+			}
+			if h["train_loss"] != nil {
+				reported++
+			}
+		}
+		if (reported > 0) != stats {
+			t.Errorf("--private-stats %v: %d rounds report a training loss", stats, reported)
+		}
+		if strings.Contains(errOut, "loss") != stats {
+			t.Errorf("--private-stats %v: progress %q", stats, errOut)
+		}
+		nc := strings.Join(toStrings(m["not_covered_by_guarantee"]), ",")
+		if !strings.Contains(nc, "test_accuracy") || strings.Contains(nc, "history[].train_loss") != stats {
+			t.Errorf("--private-stats %v: not_covered_by_guarantee %q", stats, nc)
+		}
+		if g := m["guarantee"].(string); !strings.Contains(g, "seed 5") || !strings.Contains(g, "secret") {
+			t.Errorf("guarantee %q: want the seed's scope", g)
+		}
+		for _, c := range m["clients"].([]any) {
+			g, _ := c.(map[string]any)["guarantee"].(string)
+			if !strings.Contains(g, "participations") || !strings.Contains(g, "seed 5") {
+				t.Errorf("client guarantee %q", g)
+			}
+		}
 	}
 }

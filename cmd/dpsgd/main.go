@@ -113,10 +113,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return report(err, args[0], stderr)
 }
 
-// report prints err on one line and maps it to an exit status.
+// report prints err on one line and maps it to an exit status; pflag.ErrHelp (the help was
+// printed) is a success, so a command passes it up like any other error.
 func report(err error, cmd string, stderr io.Writer) int {
-	if err == nil {
-		return 0
+	if err == nil || errors.Is(err, pflag.ErrHelp) {
+		return 0 // --help printed the help: a success, whichever command asked
 	}
 	var ue usageError
 	if errors.As(err, &ue) {

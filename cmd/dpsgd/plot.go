@@ -17,7 +17,6 @@ import (
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/dpsgd/dpsgd/privacy/allocation"
 	"github.com/dpsgd/dpsgd/privacy/fdp"
-	"github.com/spf13/pflag"
 )
 
 // figureNames are the figures dpsgd plot draws, in the order of --figure all.
@@ -85,11 +84,8 @@ func parsePlotFlags(args []string, stdout io.Writer) (*plotFlags, error) {
 
 func cmdPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parsePlotFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	names := figureNames
 	if f.figure != "all" {

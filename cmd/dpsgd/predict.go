@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 	"github.com/dpsgd/dpsgd/model"
 	"github.com/spf13/pflag"
 )
@@ -348,19 +348,9 @@ func cmdPredict(_ context.Context, args []string, stdout, stderr io.Writer) erro
 
 // readBounded reads the file at path, at most maxPredictBytes.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPredictBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxPredictBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxPredictBytes)
-	}
-	return data, nil
+	return boundedio.ReadFile(path, "", func(r io.Reader) ([]byte, error) {
+		return boundedio.ReadAll(r, maxPredictBytes, "", nil)
+	})
 }
 
 // writePredictions prints one line per row: its class (engine.Argmax of the logits) and, with

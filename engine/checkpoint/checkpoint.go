@@ -57,10 +57,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
@@ -484,28 +484,12 @@ func decodeTensors(tag string, p []byte, w int) ([][]float64, error) {
 
 // Read reads and validates a checkpoint.
 func Read(r io.Reader) (*Checkpoint, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: reading: %w", err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, formatErr("larger than %d bytes", int64(MaxFileBytes))
-	}
-	return Decode(data)
+	return boundedio.Parse(r, MaxFileBytes, "checkpoint", ErrFormat, Decode)
 }
 
 // Load reads the checkpoint file at path.
 func Load(path string) (*Checkpoint, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer f.Close()
-	c, err := Read(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return boundedio.ReadFile(path, "checkpoint", Read)
 }
 
 // Decode parses and validates a checkpoint's bytes.

@@ -17,14 +17,13 @@
 // multiplier, the selections and the ε spent (exact GDP accounting at the realized selections)
 // against the budget.
 //
-//	go run ./examples/federated_mnist --data-dir ../shared/datasets/mnist
+//	go run ./examples/federated_mnist --data-dir DIR   # DIR holds the MNIST IDX files (docs/datasets.md)
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"math"
 	"os"
@@ -32,10 +31,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpsgd/dpsgd"
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/federated"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	fs := pflag.NewFlagSet("federated_mnist", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.dataDir, "data-dir", "../shared/datasets/mnist", "directory with the MNIST IDX files")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory with the MNIST IDX files (required; docs/datasets.md)")
 	fs.IntVar(&o.clients, "clients", 100, "number of clients")
 	fs.StringVar(&o.epsilonSet, "epsilons", "1,2,4", "budgets, assigned round-robin (a third each)")
 	fs.Float64Var(&o.delta, "delta", 1e-5, "δᵢ of every client")
@@ -92,10 +93,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var eps []float64
 	for _, s := range strings.Split(o.epsilonSet, ",") {
 		var v float64
-		if _, err := fmt.Sscan(strings.TrimSpace(s), &v); err != nil || !(v > 0) {
-			return fmt.Errorf("%w: --epsilons %q: want positive numbers", errUsage, o.epsilonSet)
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &v); err != nil {
+			return fmt.Errorf("%w: --epsilons %q: want numbers, comma-separated", errUsage, o.epsilonSet)
 		}
 		eps = append(eps, v)
+	}
+	if o.dataDir == "" {
+		return fmt.Errorf("%w: --data-dir: want the directory holding the MNIST IDX files (docs/datasets.md)", errUsage)
 	}
 	train, test, err := datasets.LoadMNIST(o.dataDir)
 	if err != nil {
@@ -105,10 +109,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clients := make([]federated.ClientSpec, o.clients)
-	dp, dt := federated.SplitDelta(o.delta)
+	clients := make([]dpsgd.Client, o.clients)
+	examples := make([]int, o.clients)
 	for i := range clients {
-		clients[i] = federated.ClientSpec{ID: fmt.Sprintf("c%03d", i), Epsilon: eps[i%len(eps)], Delta: o.delta, DeltaPrime: dp, DeltaTail: dt}
+		// δ alone: the front door splits it evenly into δ' and δ‴.
+		clients[i] = dpsgd.Client{ID: fmt.Sprintf("c%03d", i), Epsilon: eps[i%len(eps)], Delta: o.delta}
+		examples[i] = len(parts[i])
 	}
 	arch := nn.LogReg(train.Shape, train.Classes)
 	model := "logistic regression 784-10"
@@ -127,15 +133,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+r.name+",") {
 			continue
 		}
+		plan := dpsgd.FederatedPlan{
+			Clients: clients, Examples: examples, Rounds: o.rounds, Draws: o.k, LocalSteps: o.localSteps,
+			LocalBatch: o.localBatch, Clip: o.clip, UniformNoise: r.uniform, Seed: o.seed, NonPrivate: r.nonPrivate,
+		}
+		priv, err := plan.Resolve()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
 		cfg := federated.Config{
 			Model: engine.Config{
-				Arch: arch, Dtype: tensor.Float32, Clip: o.clip, Seed: o.seed, NonPrivate: r.nonPrivate,
+				Arch: arch, Dtype: tensor.Float32,
 				Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: o.lr},
 			},
-			Rounds: o.rounds, Draws: o.k, LocalSteps: o.localSteps, LocalBatch: o.localBatch,
-			UniformNoise: r.uniform, EvalEvery: max(1, o.rounds/5),
+			EvalEvery: max(1, o.rounds/5),
 		}
-		f, err := federated.New(cfg, train, test, clients, parts)
+		f, err := federated.New(cfg, priv, train, test, parts)
 		if err != nil {
 			return err
 		}

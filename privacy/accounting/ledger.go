@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
@@ -112,12 +113,9 @@ func (e *EpochEntry) UnmarshalJSON(b []byte) error {
 // ReadLedger parses and validates a ledger written by MarshalJSON. Every field
 // is checked: a ledger from a checkpoint decides what a resumed run may spend.
 func ReadLedger(r io.Reader) (*Ledger, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxLedgerBytes+1))
+	data, err := boundedio.ReadAll(r, maxLedgerBytes, "accounting: ledger", fmt.Errorf("accounting: ledger: %w", privacy.ErrInvalidArgument))
 	if err != nil {
-		return nil, fmt.Errorf("accounting: reading ledger: %w", err)
-	}
-	if len(data) > maxLedgerBytes {
-		return nil, fmt.Errorf("accounting: ledger larger than %d bytes: %w", maxLedgerBytes, privacy.ErrInvalidArgument)
+		return nil, err
 	}
 	type plain Ledger
 	var p plain

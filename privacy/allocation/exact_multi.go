@@ -128,6 +128,14 @@ func exactTVFunc(sigma float64, rounds, epochs int) (float64, error) {
 // non-increasing in σ). E = 1 uses ExactTVEpoch, E > 1 ExactTV. The
 // chi-square σ (ChiSquareSigma) brackets it from above.
 func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
+	return exactSigma(exactTVFunc, tv, rounds, epochs)
+}
+
+// tvFunc is a certified TV(σ, M, E): exactTVFunc, or a stand-in in tests.
+type tvFunc func(sigma float64, rounds, epochs int) (float64, error)
+
+// exactSigma is ExactSigma with the TV function tvf.
+func exactSigma(tvf tvFunc, tv float64, rounds, epochs int) (float64, error) {
 	if err := checkSigmaSolve(tv, rounds, epochs); err != nil {
 		return 0, err
 	}
@@ -135,17 +143,13 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ok := func(s float64) (bool, error) {
-		v, err := exactTVFunc(s, rounds, epochs)
-		return v <= tv, err
-	}
-	_, hi, found, err := numeric.Bracket(ok, 0, hi, func(i int, h float64) (float64, bool) { return h * 1.25, i < 30 })
+	ok, hi, err := tvBracket(tvf, tv, epochs, func(s float64) (float64, int) { return s, rounds }, hi,
+		func(i int, h float64) (float64, bool) { return h * 1.25, i < 30 },
+		func(hi float64) string {
+			return fmt.Sprintf("ExactSigma: tv = %g not certified by any sigma up to %g (rounds = %d, epochs = %d)", tv, hi, rounds, epochs)
+		})
 	if err != nil {
 		return 0, err
-	}
-	if !found {
-		return 0, fmt.Errorf("allocation: ExactSigma: tv = %g not certified by any sigma up to %g (rounds = %d, epochs = %d): %w",
-			tv, hi, rounds, epochs, privacy.ErrUnreachable)
 	}
 	lo := hi / 2
 	for {
@@ -164,11 +168,39 @@ func ExactSigma(tv float64, rounds, epochs int) (float64, error) {
 	return numeric.BisectGeometric(ok, lo, hi, 1e-4)
 }
 
+// tvBracket starts ExactSigma's and ExactRounds's searches: ok(x) says whether the certified
+// TV (tvf) after epochs epochs of the (σ, M) that x stands for (at(x)) is at most tv, and the
+// point returned is the first of hi, next(0, hi), … (hi the chi-square solution, which bounds
+// the exact one from above, where ok should already hold) at which ok holds. None within
+// next's range is an error wrapping privacy.ErrUnreachable, which unreachable(last point
+// tried) words.
+func tvBracket[T float64 | int](tvf tvFunc, tv float64, epochs int, at func(T) (float64, int), hi T,
+	next func(int, T) (T, bool), unreachable func(T) string) (func(T) (bool, error), T, error) {
+	ok := func(x T) (bool, error) {
+		sigma, rounds := at(x)
+		v, err := tvf(sigma, rounds, epochs)
+		return v <= tv, err
+	}
+	_, hi, found, err := numeric.Bracket(ok, 0, hi, next)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("allocation: %s: %w", unreachable(hi), privacy.ErrUnreachable)
+	}
+	return ok, hi, nil
+}
+
 // ExactRounds returns the smallest M whose certified total variation after
 // E = epochs epochs at σ is at most tv (2,730 at
 // σ = 1, tv = 0.01, E = 1). The TV is non-increasing in M; the chi-square
 // M (ChiSquareRounds) brackets it from above. E = 1 uses ExactTVEpoch.
 func ExactRounds(sigma, tv float64, epochs int) (int, error) {
+	return exactRounds(exactTVFunc, sigma, tv, epochs)
+}
+
+// exactRounds is ExactRounds with the TV function tvf.
+func exactRounds(tvf tvFunc, sigma, tv float64, epochs int) (int, error) {
 	if err := checkRoundsSolve(sigma, "tv", tv, epochs); err != nil {
 		return 0, err
 	}
@@ -176,17 +208,13 @@ func ExactRounds(sigma, tv float64, epochs int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ok := func(m int) (bool, error) {
-		v, err := exactTVFunc(sigma, m, epochs)
-		return v <= tv, err
-	}
-	_, hi, found, err := numeric.Bracket(ok, 0, hi, func(i, h int) (int, bool) { return h + h/4 + 1, i < 20 && h <= 1<<40 })
+	ok, hi, err := tvBracket(tvf, tv, epochs, func(m int) (float64, int) { return sigma, m }, hi,
+		func(i, h int) (int, bool) { return h + h/4 + 1, i < 20 && h <= 1<<40 },
+		func(hi int) string {
+			return fmt.Sprintf("ExactRounds: tv = %g not certified up to rounds = %d (sigma = %g, epochs = %d)", tv, hi, sigma, epochs)
+		})
 	if err != nil {
 		return 0, err
-	}
-	if !found {
-		return 0, fmt.Errorf("allocation: ExactRounds: tv = %g not certified up to rounds = %d (sigma = %g, epochs = %d): %w",
-			tv, hi, sigma, epochs, privacy.ErrUnreachable)
 	}
 	if good, err := ok(1); err != nil {
 		return 0, err
@@ -327,21 +355,27 @@ func (a *ExactAccountant) composed(epochs int) (*exactComposed, error) {
 
 // Delta returns the certified δ at eps ≥ 0 after steps ≥ 0 steps (0 steps: 0).
 func (a *ExactAccountant) Delta(steps int, eps float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	if err := checkEps(eps); err != nil {
-		return 0, err
-	}
-	e := privacy.EpochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	c, err := a.composed(e)
-	if err != nil {
+	c, err := a.composedAt(steps, checkEps(eps))
+	if c == nil || err != nil {
 		return 0, err
 	}
 	return c.delta(eps), nil
+}
+
+// composedAt returns the composition of the epochs that steps ≥ 0 steps cover, nil for none;
+// an invalid steps, then argErr (the check of the other argument), is returned first.
+func (a *ExactAccountant) composedAt(steps int, argErr error) (*exactComposed, error) {
+	if err := checkSteps(steps); err != nil {
+		return nil, err
+	}
+	if argErr != nil {
+		return nil, argErr
+	}
+	e := privacy.EpochsOf(steps, a.rounds)
+	if e == 0 {
+		return nil, nil
+	}
+	return a.composed(e)
 }
 
 // TV returns the certified total variation after steps steps: Delta(steps, 0).
@@ -350,18 +384,8 @@ func (a *ExactAccountant) TV(steps int) (float64, error) { return a.Delta(steps,
 // Epsilon returns the smallest ε ≥ 0 with Delta(steps, ε) ≤ delta (rounded
 // up), delta in (0, 1); 0 steps give 0.
 func (a *ExactAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	if err := checkSteps(steps); err != nil {
-		return 0, err
-	}
-	if err := checkProb("delta", delta); err != nil {
-		return 0, err
-	}
-	e := privacy.EpochsOf(steps, a.rounds)
-	if e == 0 {
-		return 0, nil
-	}
-	c, err := a.composed(e)
-	if err != nil {
+	c, err := a.composedAt(steps, checkProb("delta", delta))
+	if c == nil || err != nil {
 		return 0, err
 	}
 	return c.epsilon(delta)
