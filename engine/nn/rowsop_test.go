@@ -104,25 +104,6 @@ func TestPoolForward(t *testing.T) {
 	}
 }
 
-func TestBiasAdd(t *testing.T) {
-	op := &biasOp{m: 3, n: 2}
-	x := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
-	b := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{10, 20}))
-	v, err := op.Do(x, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []float64{11, 22, 13, 24, 15, 26}
-	for i, got := range v.Data().([]float64) {
-		if got != want[i] {
-			t.Fatalf("bias add = %v, want %v", v.Data(), want)
-		}
-	}
-	if _, err := op.Do(x); err == nil {
-		t.Fatal("one input accepted")
-	}
-}
-
 func TestArchValidate(t *testing.T) {
 	bad := []Arch{
 		{Kind: "mlp", Input: []int{4}, Classes: 1, Activation: Tanh},
