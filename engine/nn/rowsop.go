@@ -29,6 +29,12 @@ type rowsOp struct {
 	k, s    int  // window and stride
 	pad     int  // zero padding (patches only)
 	oh, ow  int  // output positions per example
+	out     ownBuf
+	// arg, for a pool whose gradient is in the graph (SymDiff sets keepArg), holds the forward
+	// pass's argmax of every output element, as an offset in its example's input block: the
+	// gradient routes ∂L/∂y there instead of searching the windows again.
+	keepArg bool
+	arg     []int32
 }
 
 func newRowsOp(pool bool, b, h, w, c, k, s, pad int) *rowsOp {
@@ -61,7 +67,10 @@ func (op *rowsOp) Do(inputs ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.oh*op.ow, op.outCols()))
+	out, err := op.out.get(x.Dtype(), op.b*op.oh*op.ow, op.outCols())
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	return op.UsePreallocDo(out, inputs...)
 }
 
@@ -119,6 +128,7 @@ func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	if len(inputs) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
 	}
+	op.keepArg = op.pool
 	dx, err := G.ApplyOp(&rowsDiffOp{fwd: op}, inputs[0], grad)
 	if err != nil {
 		return nil, err
@@ -127,7 +137,10 @@ func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 }
 
 // rowsDiffOp computes ∂L/∂x from the forward input x and ∂L/∂y.
-type rowsDiffOp struct{ fwd *rowsOp }
+type rowsDiffOp struct {
+	fwd *rowsOp
+	out ownBuf
+}
 
 func (d *rowsDiffOp) Arity() int { return 2 }
 
@@ -150,7 +163,10 @@ func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) {
 	if !ok {
 		return nil, fmt.Errorf("%v: input is %T", d, inputs[0])
 	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.h*op.w, op.c))
+	out, err := d.out.get(x.Dtype(), op.b*op.h*op.w, op.c)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", d, err)
+	}
 	return d.UsePreallocDo(out, inputs...)
 }
 
@@ -184,11 +200,18 @@ func (d *rowsDiffOp) String() string        { return "Grad" + d.fwd.String() }
 func rowsForward[T float32 | float64](op *rowsOp, out, x []T) {
 	per := op.h * op.w * op.c
 	oper := op.oh * op.ow * op.outCols()
+	if op.keepArg && len(op.arg) != op.b*oper {
+		op.arg = make([]int32, op.b*oper)
+	}
 	parallelExamples(op.b, func(i int) {
 		xi := x[i*per : (i+1)*per]
 		oi := out[i*oper : (i+1)*oper]
 		if op.pool {
-			poolForward(op, oi, xi)
+			var arg []int32
+			if op.keepArg {
+				arg = op.arg[i*oper : (i+1)*oper]
+			}
+			poolForward(op, oi, xi, arg)
 		} else {
 			patchesForward(op, oi, xi)
 		}
@@ -202,27 +225,56 @@ func rowsBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
 		dxi := dx[i*per : (i+1)*per]
 		clear(dxi)
 		dyi := dy[i*oper : (i+1)*oper]
-		if op.pool {
+		switch {
+		case op.pool && len(op.arg) == op.b*oper:
+			for j, a := range op.arg[i*oper : (i+1)*oper] {
+				dxi[a] += dyi[j]
+			}
+		case op.pool:
 			poolBackward(op, dxi, x[i*per:(i+1)*per], dyi)
-		} else {
+		default:
 			patchesBackward(op, dxi, dyi)
 		}
 	})
 }
 
-func poolForward[T float32 | float64](op *rowsOp, out, x []T) {
+// poolForward takes each window's maximum, starting from the window's first element and
+// replacing it only by a strictly larger one (so a NaN first element stays, and ties go to the
+// first in scan order); with arg non-nil it also records where each maximum was.
+func poolForward[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
 	c := op.c
 	for oy := 0; oy < op.oh; oy++ {
 		for ox := 0; ox < op.ow; ox++ {
 			o := out[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
-			first := x[((oy*op.s)*op.w+ox*op.s)*c:]
-			copy(o, first[:c])
+			base := ((oy*op.s)*op.w + ox*op.s) * c
+			copy(o, x[base:base+c])
+			if arg != nil {
+				a := arg[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
+				for ch := range a {
+					a[ch] = int32(base + ch)
+				}
+				for ky := 0; ky < op.k; ky++ {
+					for kx := 0; kx < op.k; kx++ {
+						at := ((oy*op.s+ky)*op.w + ox*op.s + kx) * c
+						src := x[at : at+c]
+						o, a := o[:len(src)], a[:len(src)]
+						for ch, v := range src {
+							if v > o[ch] {
+								o[ch], a[ch] = v, int32(at+ch)
+							}
+						}
+					}
+				}
+				continue
+			}
 			for ky := 0; ky < op.k; ky++ {
 				for kx := 0; kx < op.k; kx++ {
-					src := x[((oy*op.s+ky)*op.w+ox*op.s+kx)*c:]
-					for ch := 0; ch < c; ch++ {
-						if src[ch] > o[ch] {
-							o[ch] = src[ch]
+					at := ((oy*op.s+ky)*op.w + ox*op.s + kx) * c
+					src := x[at : at+c]
+					o := o[:len(src)]
+					for ch, v := range src {
+						if v > o[ch] {
+							o[ch] = v
 						}
 					}
 				}

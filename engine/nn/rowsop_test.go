@@ -169,3 +169,42 @@ func BenchmarkNetRun(b *testing.B) {
 		})
 	}
 }
+
+// TestPoolArgmaxGradient: a pool whose gradient is in the graph records each window's argmax
+// in the forward pass and routes ∂L/∂y there; the result equals the search of poolBackward
+// bit for bit, with ties (first in scan order wins) and NaN inputs (a NaN first element is
+// the maximum; a NaN elsewhere never is), and the forward values are unchanged.
+func TestPoolArgmaxGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, shape := range [][8]int{{3, 5, 5, 3, 2, 1}, {2, 6, 4, 2, 2, 2}, {2, 7, 7, 4, 3, 2}} {
+		plain := newRowsOp(true, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], 0)
+		kept := newRowsOp(true, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], 0)
+		kept.keepArg = true
+		x := randSlice(r, plain.b*plain.h*plain.w*plain.c)
+		for i := range x {
+			switch r.IntN(10) {
+			case 0, 1, 2:
+				x[i] = math.Round(x[i]) // ties
+			case 3:
+				x[i] = math.NaN()
+			}
+		}
+		dy := randSlice(r, plain.b*plain.oh*plain.ow*plain.c)
+		y1, y2 := make([]float64, len(dy)), make([]float64, len(dy))
+		rowsForward(plain, y1, x)
+		rowsForward(kept, y2, x)
+		for i := range y1 {
+			if math.Float64bits(y1[i]) != math.Float64bits(y2[i]) {
+				t.Fatalf("%v: forward %d: %v with argmax, %v without", plain, i, y2[i], y1[i])
+			}
+		}
+		g1, g2 := make([]float64, len(x)), make([]float64, len(x))
+		rowsBackward(plain, g1, x, dy)
+		rowsBackward(kept, g2, nil, dy) // x is not read
+		for i := range g1 {
+			if math.Float64bits(g1[i]) != math.Float64bits(g2[i]) {
+				t.Fatalf("%v: ∂/∂x[%d]: %v from the argmax, %v from the search", plain, i, g2[i], g1[i])
+			}
+		}
+	}
+}
