@@ -92,6 +92,13 @@ func (n *Net) paramNode(p *Param) *G.Node {
 }
 
 func (n *Net) activate(z *G.Node) (*G.Node, error) {
+	if !n.oracle { // one op with its gradient, same arithmetic (actop.go)
+		op, err := newActOp(n.Arch.Activation, z.Shape())
+		if err != nil {
+			return nil, err
+		}
+		return G.ApplyOp(op, z)
+	}
 	if n.Arch.Activation == ReLU {
 		return G.Rectify(z)
 	}
