@@ -242,6 +242,15 @@ func rowsBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
 // replacing it only by a strictly larger one (so a NaN first element stays, and ties go to the
 // first in scan order); with arg non-nil it also records where each maximum was.
 func poolForward[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
+	if op.s == 1 {
+		poolForwardStride1(op, out, x, arg)
+		return
+	}
+	poolForwardWindows(op, out, x, arg)
+}
+
+// poolForwardWindows is poolForward window by window, for any stride.
+func poolForwardWindows[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
 	c := op.c
 	for oy := 0; oy < op.oh; oy++ {
 		for ox := 0; ox < op.ow; ox++ {
@@ -276,6 +285,49 @@ func poolForward[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
 						if v > o[ch] {
 							o[ch] = v
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// poolForwardStride1 is poolForward for stride 1, output row by output row: for a window
+// offset (ky, kx) the inputs of a whole output row are one contiguous run of the input, so
+// each offset is one long loop over ow·c values. Every output element sees the same
+// comparisons in the same order as in poolForward.
+func poolForwardStride1[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
+	n := op.ow * op.c
+	for oy := 0; oy < op.oh; oy++ {
+		o := out[oy*n : (oy+1)*n]
+		first := oy * op.w * op.c
+		copy(o, x[first:first+n])
+		var a []int32
+		if arg != nil {
+			a = arg[oy*n : (oy+1)*n]
+			for j := range a {
+				a[j] = int32(first + j)
+			}
+		}
+		for ky := 0; ky < op.k; ky++ {
+			for kx := 0; kx < op.k; kx++ {
+				if ky == 0 && kx == 0 {
+					continue
+				}
+				at := ((oy+ky)*op.w + kx) * op.c
+				src := x[at : at+n]
+				if a == nil {
+					for j, v := range src {
+						if v > o[j] {
+							o[j] = v
+						}
+					}
+					continue
+				}
+				a := a[:len(src)]
+				for j, v := range src {
+					if v > o[j] {
+						o[j], a[j] = v, int32(at+j)
 					}
 				}
 			}

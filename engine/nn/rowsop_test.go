@@ -208,3 +208,35 @@ func TestPoolArgmaxGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolStride1: the row-run pooling of stride 1 gives the window-by-window pooling's values
+// and argmax bit for bit, with ties and NaN inputs.
+func TestPoolStride1(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, op := range []*rowsOp{newRowsOp(true, 2, 14, 14, 16, 2, 1, 0), newRowsOp(true, 3, 5, 7, 3, 3, 1, 0), newRowsOp(true, 1, 4, 4, 2, 1, 1, 0)} {
+		x := randSlice(r, op.b*op.h*op.w*op.c)
+		for i := range x {
+			switch r.IntN(10) {
+			case 0, 1, 2:
+				x[i] = math.Round(x[i])
+			case 3:
+				x[i] = math.NaN()
+			}
+		}
+		per, oper := op.h*op.w*op.c, op.oh*op.ow*op.c
+		for i := range op.b {
+			xi := x[i*per : (i+1)*per]
+			y1, y2 := make([]float64, oper), make([]float64, oper)
+			a1, a2 := make([]int32, oper), make([]int32, oper)
+			poolForwardWindows(op, y1, xi, a1)
+			poolForwardStride1(op, y2, xi, a2)
+			y3 := make([]float64, oper)
+			poolForwardStride1(op, y3, xi, nil)
+			for j := range y1 {
+				if math.Float64bits(y1[j]) != math.Float64bits(y2[j]) || a1[j] != a2[j] || math.Float64bits(y1[j]) != math.Float64bits(y3[j]) {
+					t.Fatalf("%v example %d output %d: rows %v at %d (%v without argmax), windows %v at %d", op, i, j, y2[j], a2[j], y3[j], y1[j], a1[j])
+				}
+			}
+		}
+	}
+}
