@@ -12,7 +12,7 @@ import (
 
 // gemmOp is a training net's GEMM layer, Z = A·W + b (A m×k, W k×n, b 1×n), as one op.
 //
-// Why not Gorgonia's Mul and biasOp: the training graph backpropagates only to each layer's
+// Why not Gorgonia's Mul and a bias op after it: the training graph backpropagates only to each layer's
 // pre-activation Z (docs/design.md step 2), but Mul's gradient also builds ∂L/∂W = Aᵀ·∂L/∂Z,
 // a product as large as the forward one, which the tape machine then runs on every step
 // although nothing reads it (the DP step forms the clipped weight gradients itself, from the
@@ -20,7 +20,7 @@ import (
 // input (the first layer needs no ∂L/∂A at all): its gradient op computes ∂L/∂A = ∂L/∂Z·Wᵀ
 // and nothing else.
 //
-// The arithmetic is Mul's and biasOp's, call for call: the same BLAS routine (Gorgonia's,
+// The arithmetic is that of Mul and of the bias op this replaces, call for call: the same BLAS routine (Gorgonia's,
 // internal/fastblas may have installed a library there) with the same shapes, strides and
 // flags, then the bias added row by row, so a training net computes the same bits as before
 // and the rows of Z and ∂L/∂A still depend on their own rows only (xentop.go's audit). The

@@ -58,8 +58,8 @@ import (
 //     and written by one closure over that example's slice only (parallelExamples); the pooling
 //     maximum starts from the window's first element, not the matrix's.
 //   - im2col (first convolution, in Go): per example, over that example's image.
-//   - Tanh, Rectify (an elementwise x ≥ 0 mask times x) and HadamardProd: elementwise, forward
-//     and backward; the mask comparison is not differentiated.
+//   - actOp (actop.go: tanh, or ReLU as an x ≥ 0 mask times x) and its gradient: elementwise,
+//     forward and backward; the mask comparison is not differentiated.
 //   - Reshape ((B·h·w)×C to B×(h·w·C)): a view of the same bytes, example-major, so example i
 //     keeps its own rows; its gradient reshapes back.
 //   - Sum and Neg: the loss value sums all rows (a NaN row makes the reported loss NaN, which
