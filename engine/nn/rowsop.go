@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"hash"
+	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -324,6 +325,10 @@ func poolForwardStride1[T float32 | float64](op *rowsOp, out, x []T, arg []int32
 					}
 					continue
 				}
+				if o32, ok := any(o).([]float32); ok {
+					maxArg32(o32, a, any(src).([]float32), int32(at))
+					continue
+				}
 				a := a[:len(src)]
 				for j, v := range src {
 					if v > o[j] {
@@ -332,6 +337,24 @@ func poolForwardStride1[T float32 | float64](op *rowsOp, out, x []T, arg []int32
 				}
 			}
 		}
+	}
+}
+
+// maxArg32 replaces o[j] by src[j] and a[j] by at+j where src[j] > o[j], for every j. The
+// selection is on the values' bits, so that the compiler emits conditional moves: with a
+// branch, random maxima mispredicted about every other element, and this loop was a fifth of
+// the CNN step.
+func maxArg32(o []float32, a []int32, src []float32, at int32) {
+	o, a = o[:len(src)], a[:len(src)]
+	for j, v := range src {
+		ov := o[j]
+		var m uint32 // all ones where src[j] > o[j]
+		if v > ov {
+			m = ^uint32(0)
+		}
+		ob, vb := math.Float32bits(ov), math.Float32bits(v)
+		o[j] = math.Float32frombits(ob ^ (ob^vb)&m)
+		a[j] ^= (a[j] ^ (at + int32(j))) & int32(m)
 	}
 }
 

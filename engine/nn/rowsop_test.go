@@ -237,6 +237,22 @@ func TestPoolStride1(t *testing.T) {
 					t.Fatalf("%v example %d output %d: rows %v at %d (%v without argmax), windows %v at %d", op, i, j, y2[j], a2[j], y3[j], y1[j], a1[j])
 				}
 			}
+			// float32 (the branch-free maxArg32), with −0 against +0 among the ties.
+			x32 := make([]float32, len(xi))
+			for j, v := range xi {
+				x32[j] = float32(v)
+				if v == 0 && j%2 == 1 {
+					x32[j] = float32(math.Copysign(0, -1))
+				}
+			}
+			z1, z2 := make([]float32, oper), make([]float32, oper)
+			poolForwardWindows(op, z1, x32, a1)
+			poolForwardStride1(op, z2, x32, a2)
+			for j := range z1 {
+				if math.Float32bits(z1[j]) != math.Float32bits(z2[j]) || a1[j] != a2[j] {
+					t.Fatalf("%v float32 example %d output %d: rows %v at %d, windows %v at %d", op, i, j, z2[j], a2[j], z1[j], a1[j])
+				}
+			}
 		}
 	}
 }
