@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -51,4 +52,25 @@ func benchSteps(b *testing.B, cfg Config, ds *datasets.Dataset, batch int) {
 		}
 	}
 	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "examples/s")
+}
+
+// BenchmarkStepCNNBatch: DP and non-private steps of the MNIST CNN (ReLU, float32) at logical
+// batches 256 and 1024 with physical batch min(256, B), as `dpsgd bench step` and
+// scripts/opacus_cpu.py run them; the BLAS is DPSGD_BLAS's (blas_test.go). The profile of the
+// CNN step in docs/benchmarks.md comes from it.
+func BenchmarkStepCNNBatch(b *testing.B) {
+	arch := nn.CNN([]int{1, 28, 28}, 10, nil, nn.ReLU)
+	ds := randomDataset(arch, 4096, 1)
+	for _, batch := range []int{256, 1024} {
+		for _, mode := range []struct {
+			name       string
+			nonPrivate bool
+		}{{"dp", false}, {"nonprivate", true}} {
+			b.Run(fmt.Sprintf("%d/%s", batch, mode.name), func(b *testing.B) {
+				cfg := Config{Arch: arch, Dtype: tensor.Float32, PhysicalBatch: min(256, batch), Epochs: 1, Clip: 1, Sigma: 1,
+					NonPrivate: mode.nonPrivate, Optimizer: OptimizerConfig{Name: "sgd", LR: 0.01}}
+				benchSteps(b, cfg, ds, batch)
+			})
+		}
+	}
 }

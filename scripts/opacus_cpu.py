@@ -15,16 +15,25 @@ best round of each is reported:
     padding 3, max-pool 2 stride 1, conv 32@4x4 stride 2, max-pool 2 stride 1, dense 32,
     dense 10), ReLU, float32, summed cross-entropy, plain SGD, clip 1, noise multiplier 1;
   * dpsgd: `dpsgd bench step --device cpu --json` (its DP and non-private steps interleaved,
-    physical batch min(256, B), GOMAXPROCS = --threads);
+    GOMAXPROCS = --threads, so as many graph replicas). dpsgd runs a logical batch's physical
+    batches on its replicas in parallel, so --physical-batch 0 (the default here) takes
+    min(256, ceil(B / threads)): at B = 256 on 2 threads two physical batches of 128, one per
+    core, where a single one of 256 would leave a core idle (`dpsgd train --physical-batch 128`
+    does the same; the physical batch changes no privacy figure). --physical-batch 256 gives
+    dpsgd train's default;
   * Opacus: GradSampleModule (per-sample gradients by hooks) + DPOptimizer on a fixed batch of
     random MNIST-shaped data, torch.set_num_threads(--threads), after warm-up steps; the same
     model without Opacus gives PyTorch's non-private rate.
-Prints a table and, with --json, one JSON object: examples/s of each, and the ratios
-dpsgd/Opacus (DP) and DP/non-private for each library. Opacus's version is recorded.
+Prints a table and, with --json, one JSON object: examples/s of each (best round), the ratios
+dpsgd/Opacus (DP) and DP/non-private for each library taken within each round (the two
+libraries' runs of a round are adjacent, so load from other processes hits both alike) and
+their median and range over the rounds, and the load average before and after. Opacus's
+version is recorded.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -78,10 +87,17 @@ def opacus_rates(name, batch, min_time):
     return out
 
 
-def dpsgd_rates(binary, name, batch, threads, min_time):
+def physical_batch(batch, threads, given):
+    """dpsgd's physical batch: the given one, or min(256, ceil(batch / threads))."""
+    if given > 0:
+        return min(given, batch)
+    return min(256, -(-batch // max(1, threads)))
+
+
+def dpsgd_rates(binary, name, batch, threads, min_time, phys):
     args = [binary, "bench", "step", "--device", "cpu", "--dataset", "mnist", "--model", name,
             "--activation", "relu", "--batch-sizes", str(batch), "--min-time", str(min_time),
-            "--json", "--quiet"]
+            "--physical-batch", str(phys), "--json", "--quiet"]
     if name == "cnn":
         args += ["--hidden", "32"]
     env = dict(os.environ, GOMAXPROCS=str(threads))
@@ -98,43 +114,62 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the best of each is kept")
     ap.add_argument("--threads", type=int, default=2, help="threads of both libraries")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of measurement per mode")
+    ap.add_argument("--physical-batch", type=int, default=0,
+                    help="dpsgd's physical batch; 0: min(256, ceil(batch / threads))")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
     import torch
     import opacus
 
     torch.set_num_threads(a.threads)
-    best = {}
+    load_before = os.getloadavg()
+    best, rounds = {}, {}
     for r in range(a.rounds):
         for m in a.models:
             for b in a.batches:
-                for lib, f in (("dpsgd", lambda: dpsgd_rates(a.dpsgd, m, b, a.threads, a.min_time)),
-                               ("opacus", lambda: opacus_rates(m, b, a.min_time))):
-                    got = f()
-                    key = (m, b, lib)
-                    prev = best.get(key, {"dp": 0, "nonprivate": 0})
-                    best[key] = {k: max(prev[k], got[k]) for k in got}
-                print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+                phys = physical_batch(b, a.threads, a.physical_batch)
+                got = {"dpsgd": dpsgd_rates(a.dpsgd, m, b, a.threads, a.min_time, phys),
+                       "opacus": opacus_rates(m, b, a.min_time)}
+                for lib, g in got.items():
+                    prev = best.get((m, b, lib), {"dp": 0, "nonprivate": 0})
+                    best[(m, b, lib)] = {k: max(prev[k], g[k]) for k in g}
+                d, o = got["dpsgd"], got["opacus"]
+                rounds.setdefault((m, b), []).append({
+                    "dpsgd_to_opacus": d["dp"] / o["dp"],
+                    "dpsgd_dp_to_nonprivate_time": d["nonprivate"] / d["dp"],
+                    "opacus_dp_to_nonprivate_time": o["nonprivate"] / o["dp"],
+                    "load": os.getloadavg()[0]})
+        print(f"round {r + 1}/{a.rounds} done, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     rows = []
     for m in a.models:
         for b in a.batches:
-            d, o = best[(m, b, "dpsgd")], best[(m, b, "opacus")]
-            rows.append({"model": m, "batch": b,
-                         "dpsgd_dp": d["dp"], "dpsgd_nonprivate": d["nonprivate"],
-                         "opacus_dp": o["dp"], "pytorch_nonprivate": o["nonprivate"],
-                         "ratio_dp_dpsgd_to_opacus": d["dp"] / o["dp"],
-                         "dpsgd_dp_to_nonprivate_time": d["nonprivate"] / d["dp"],
-                         "opacus_dp_to_nonprivate_time": o["nonprivate"] / o["dp"]})
+            d, o, rs = best[(m, b, "dpsgd")], best[(m, b, "opacus")], rounds[(m, b)]
+            row = {"model": m, "batch": b, "physical_batch": physical_batch(b, a.threads, a.physical_batch),
+                   "dpsgd_dp": d["dp"], "dpsgd_nonprivate": d["nonprivate"],
+                   "opacus_dp": o["dp"], "pytorch_nonprivate": o["nonprivate"],
+                   "per_round": rs}
+            for k in ("dpsgd_to_opacus", "dpsgd_dp_to_nonprivate_time", "opacus_dp_to_nonprivate_time"):
+                v = [x[k] for x in rs]
+                row[k + "_median"], row[k + "_min"], row[k + "_max"] = statistics.median(v), min(v), max(v)
+            rows.append(row)
     meta = {"opacus": opacus.__version__, "torch": torch.__version__, "threads": a.threads,
-            "rounds": a.rounds, "min_time": a.min_time}
+            "rounds": a.rounds, "min_time": a.min_time,
+            "load_average_before": load_before, "load_average_after": os.getloadavg()}
     if a.json:
         print(json.dumps({"meta": meta, "rows": rows}))
         return
-    print(f"Opacus {meta['opacus']}, PyTorch {meta['torch']}, {a.threads} threads, best of {a.rounds} rounds (examples/s)")
-    print(f"{'model':6} {'batch':>6} {'dpsgd DP':>10} {'Opacus DP':>10} {'ratio':>6} {'dpsgd np':>10} {'torch np':>10}")
+    print(f"Opacus {meta['opacus']}, PyTorch {meta['torch']}, {a.threads} threads, {a.rounds} rounds; "
+          f"examples/s: best round; ratios: median over rounds [range]; load average "
+          f"{load_before[0]:.1f} before, {meta['load_average_after'][0]:.1f} after")
+    print(f"{'model':6} {'batch':>6} {'phys':>5} {'dpsgd DP':>10} {'Opacus DP':>10} {'dpsgd/Opacus':>20} "
+          f"{'dpsgd np':>10} {'torch np':>10} {'dpsgd DP/np time':>20} {'Opacus DP/np time':>20}")
+
+    def rng(r, k):
+        return f"{r[k + '_median']:.2f} [{r[k + '_min']:.2f}, {r[k + '_max']:.2f}]"
     for r in rows:
-        print(f"{r['model']:6} {r['batch']:>6} {r['dpsgd_dp']:>10.0f} {r['opacus_dp']:>10.0f} "
-              f"{r['ratio_dp_dpsgd_to_opacus']:>6.2f} {r['dpsgd_nonprivate']:>10.0f} {r['pytorch_nonprivate']:>10.0f}")
+        print(f"{r['model']:6} {r['batch']:>6} {r['physical_batch']:>5} {r['dpsgd_dp']:>10.0f} {r['opacus_dp']:>10.0f} "
+              f"{rng(r, 'dpsgd_to_opacus'):>20} {r['dpsgd_nonprivate']:>10.0f} {r['pytorch_nonprivate']:>10.0f} "
+              f"{rng(r, 'dpsgd_dp_to_nonprivate_time'):>20} {rng(r, 'opacus_dp_to_nonprivate_time'):>20}")
 
 
 if __name__ == "__main__":

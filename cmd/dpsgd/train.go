@@ -55,7 +55,9 @@ func presetFor(dataset, model string) preset {
 	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: engine.OptimizerMomentum, momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
 	switch dataset + "/" + model {
 	case "mnist/cnn":
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
+		// 11 epochs: 97.7% at ε = 3 (10: 97.5%, 12: 97.7%, 15: 97.8%; docs/benchmarks.md), in
+		// about two minutes on 2 cores since the CNN step's speed-up.
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 11, 0.5, 0.99
 	case "mnist/mlp":
 		// Momentum 0.9, lr 0.3, constant: 94.9% at ε = 3; plain SGD lr 1 with cosine and EMA
 		// reached 92.0% (docs/benchmarks.md).

@@ -93,15 +93,20 @@ func (n *Net) paramNode(p *Param, idx ...int) *G.Node {
 func (n *Net) gemmLayer(a *G.Node, li int) (*G.Node, error) {
 	w := n.paramNode(n.params.List[2*li])
 	b := n.paramNode(n.params.List[2*li+1])
-	mm, err := G.Mul(a, w)
-	if err != nil {
-		return nil, err
-	}
 	if n.oracle {
+		mm, err := G.Mul(a, w)
+		if err != nil {
+			return nil, err
+		}
 		return G.BroadcastAdd(mm, b, nil, []byte{0})
 	}
-	s := mm.Shape()
-	return G.ApplyOp(&biasOp{m: s[0], n: s[1]}, mm, b)
+	// One op, differentiable with respect to A only (gemmop.go): the graph never forms the
+	// weight gradients, and the first layer (A the graph's input) no ∂L/∂A either.
+	as, ws := a.Shape(), w.Shape()
+	if len(as) != 2 || len(ws) != 2 || as[1] != ws[0] {
+		return nil, fmt.Errorf("layer %d: input %v, weights %v", li, as, ws)
+	}
+	return G.ApplyOp(newGemmOp(as[0], as[1], ws[1], a != n.x), a, w, b)
 }
 
 // build compiles the model's layer stack (Arch.Model): the forward graph, and for a training net

@@ -46,20 +46,24 @@ func im2colOne[T float32 | float64](dst, src []T, i int, g convGeom) {
 		for ox := 0; ox < g.outW; ox++ {
 			out := dst[row*g.patch : (row+1)*g.patch]
 			row++
+			// The kernel row's columns inside the image, kx in [lo, hi), are one contiguous
+			// run of the image row: copied at once, the padding around it cleared.
+			x0 := ox*st - pad
+			lo, hi := max(0, -x0), min(k, g.inW-x0)
 			j := 0
 			for c := 0; c < g.inC; c++ {
-				plane := img[c*g.inH*g.inW:]
+				plane := img[c*g.inH*g.inW : (c+1)*g.inH*g.inW]
 				for ky := 0; ky < k; ky++ {
+					dst := out[j : j+k]
+					j += k
 					y := oy*st - pad + ky
-					for kx := 0; kx < k; kx++ {
-						xx := ox*st - pad + kx
-						if y < 0 || y >= g.inH || xx < 0 || xx >= g.inW {
-							out[j] = 0
-						} else {
-							out[j] = plane[y*g.inW+xx]
-						}
-						j++
+					if y < 0 || y >= g.inH || lo >= hi {
+						clear(dst)
+						continue
 					}
+					clear(dst[:lo])
+					copy(dst[lo:hi], plane[y*g.inW+x0+lo:y*g.inW+x0+hi])
+					clear(dst[hi:])
 				}
 			}
 		}

@@ -40,9 +40,20 @@ func (l *Act) Plan(in Shape, _ *Decl) (Shape, error) {
 // Forward applies the function.
 func (l *Act) Forward(b *Builder, x *G.Node, _ Shape) (*G.Node, error) {
 	switch l.Fn {
-	case "tanh":
-		return G.Tanh(x)
-	case "relu":
+	case "tanh", "relu":
+		if s := x.Shape(); !b.Oracle() && len(s) == 2 {
+			// Training and evaluation nets: one op with its gradient and its own buffers,
+			// Gorgonia's arithmetic operation for operation (actop.go). The batch-1 oracle
+			// keeps Gorgonia's ops, an independent check.
+			op, err := newActOp(Activation(l.Fn), s)
+			if err != nil {
+				return nil, err
+			}
+			return G.ApplyOp(op, x)
+		}
+		if l.Fn == "tanh" {
+			return G.Tanh(x)
+		}
 		return G.Rectify(x)
 	}
 	return G.ApplyOp(&pointOp{fn: l.Fn, scale: l.Scale, temp: l.Temp, offset: l.Offset, shape: x.Shape().Clone()}, x)

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"hash"
+	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -31,6 +32,12 @@ type rowsOp struct {
 	k, s    int  // window and stride
 	pad     int  // zero padding (patches only)
 	oh, ow  int  // output positions per example
+	out     ownBuf
+	// arg, for a pool whose gradient is in the graph (SymDiff sets keepArg), holds the forward
+	// pass's argmax of every output element, as an offset in its example's input block: the
+	// gradient routes ∂L/∂y there instead of searching the windows again.
+	keepArg bool
+	arg     []int32
 }
 
 func newRowsOp(pool bool, b, h, w, c, k, s, pad int) *rowsOp {
@@ -63,7 +70,10 @@ func (op *rowsOp) Do(inputs ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.oh*op.ow, op.outCols()))
+	out, err := op.out.get(x.Dtype(), op.b*op.oh*op.ow, op.outCols())
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	return op.UsePreallocDo(out, inputs...)
 }
 
@@ -124,6 +134,7 @@ func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	if len(inputs) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
 	}
+	op.keepArg = op.pool && !op.avg
 	dx, err := G.ApplyOp(&rowsDiffOp{fwd: op}, inputs[0], grad)
 	if err != nil {
 		return nil, err
@@ -132,7 +143,10 @@ func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 }
 
 // rowsDiffOp computes ∂L/∂x from the forward input x and ∂L/∂y.
-type rowsDiffOp struct{ fwd *rowsOp }
+type rowsDiffOp struct {
+	fwd *rowsOp
+	out ownBuf
+}
 
 func (d *rowsDiffOp) Arity() int { return 2 }
 
@@ -155,7 +169,10 @@ func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) {
 	if !ok {
 		return nil, fmt.Errorf("%v: input is %T", d, inputs[0])
 	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.h*op.w, op.c))
+	out, err := d.out.get(x.Dtype(), op.b*op.h*op.w, op.c)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", d, err)
+	}
 	return d.UsePreallocDo(out, inputs...)
 }
 
@@ -189,13 +206,20 @@ func (d *rowsDiffOp) String() string        { return "Grad" + d.fwd.String() }
 func rowsForward[T float32 | float64](op *rowsOp, out, x []T) {
 	per := op.h * op.w * op.c
 	oper := op.oh * op.ow * op.outCols()
+	if op.keepArg && len(op.arg) != op.b*oper {
+		op.arg = make([]int32, op.b*oper)
+	}
 	parallelExamples(op.b, func(i int) {
 		xi := x[i*per : (i+1)*per]
 		oi := out[i*oper : (i+1)*oper]
 		if op.avg {
 			avgPoolForward(op, oi, xi)
 		} else if op.pool {
-			poolForward(op, oi, xi)
+			var arg []int32
+			if op.keepArg {
+				arg = op.arg[i*oper : (i+1)*oper]
+			}
+			poolForward(op, oi, xi, arg)
 		} else {
 			patchesForward(op, oi, xi)
 		}
@@ -209,34 +233,137 @@ func rowsBackward[T float32 | float64](op *rowsOp, dx, x, dy []T) {
 		dxi := dx[i*per : (i+1)*per]
 		clear(dxi)
 		dyi := dy[i*oper : (i+1)*oper]
-		if op.avg {
+		switch {
+		case op.avg:
 			avgPoolBackward(op, dxi, dyi)
-		} else if op.pool {
+		case op.pool && len(op.arg) == op.b*oper:
+			for j, a := range op.arg[i*oper : (i+1)*oper] {
+				dxi[a] += dyi[j]
+			}
+		case op.pool:
 			poolBackward(op, dxi, x[i*per:(i+1)*per], dyi)
-		} else {
+		default:
 			patchesBackward(op, dxi, dyi)
 		}
 	})
 }
 
-func poolForward[T float32 | float64](op *rowsOp, out, x []T) {
+// poolForward takes each window's maximum, starting from the window's first element and
+// replacing it only by a strictly larger one (so a NaN first element stays, and ties go to the
+// first in scan order); with arg non-nil it also records where each maximum was.
+func poolForward[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
+	if op.s == 1 {
+		poolForwardStride1(op, out, x, arg)
+		return
+	}
+	poolForwardWindows(op, out, x, arg)
+}
+
+// poolForwardWindows is poolForward window by window, for any stride.
+func poolForwardWindows[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
 	c := op.c
 	for oy := 0; oy < op.oh; oy++ {
 		for ox := 0; ox < op.ow; ox++ {
 			o := out[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
-			first := x[((oy*op.s)*op.w+ox*op.s)*c:]
-			copy(o, first[:c])
+			base := ((oy*op.s)*op.w + ox*op.s) * c
+			copy(o, x[base:base+c])
+			if arg != nil {
+				a := arg[(oy*op.ow+ox)*c : (oy*op.ow+ox+1)*c]
+				for ch := range a {
+					a[ch] = int32(base + ch)
+				}
+				for ky := 0; ky < op.k; ky++ {
+					for kx := 0; kx < op.k; kx++ {
+						at := ((oy*op.s+ky)*op.w + ox*op.s + kx) * c
+						src := x[at : at+c]
+						o, a := o[:len(src)], a[:len(src)]
+						for ch, v := range src {
+							if v > o[ch] {
+								o[ch], a[ch] = v, int32(at+ch)
+							}
+						}
+					}
+				}
+				continue
+			}
 			for ky := 0; ky < op.k; ky++ {
 				for kx := 0; kx < op.k; kx++ {
-					src := x[((oy*op.s+ky)*op.w+ox*op.s+kx)*c:]
-					for ch := 0; ch < c; ch++ {
-						if src[ch] > o[ch] {
-							o[ch] = src[ch]
+					at := ((oy*op.s+ky)*op.w + ox*op.s + kx) * c
+					src := x[at : at+c]
+					o := o[:len(src)]
+					for ch, v := range src {
+						if v > o[ch] {
+							o[ch] = v
 						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// poolForwardStride1 is poolForward for stride 1, output row by output row: for a window
+// offset (ky, kx) the inputs of a whole output row are one contiguous run of the input, so
+// each offset is one long loop over ow·c values. Every output element sees the same
+// comparisons in the same order as in poolForward.
+func poolForwardStride1[T float32 | float64](op *rowsOp, out, x []T, arg []int32) {
+	n := op.ow * op.c
+	for oy := 0; oy < op.oh; oy++ {
+		o := out[oy*n : (oy+1)*n]
+		first := oy * op.w * op.c
+		copy(o, x[first:first+n])
+		var a []int32
+		if arg != nil {
+			a = arg[oy*n : (oy+1)*n]
+			for j := range a {
+				a[j] = int32(first + j)
+			}
+		}
+		for ky := 0; ky < op.k; ky++ {
+			for kx := 0; kx < op.k; kx++ {
+				if ky == 0 && kx == 0 {
+					continue
+				}
+				at := ((oy+ky)*op.w + kx) * op.c
+				src := x[at : at+n]
+				if a == nil {
+					for j, v := range src {
+						if v > o[j] {
+							o[j] = v
+						}
+					}
+					continue
+				}
+				if o32, ok := any(o).([]float32); ok {
+					maxArg32(o32, a, any(src).([]float32), int32(at))
+					continue
+				}
+				a := a[:len(src)]
+				for j, v := range src {
+					if v > o[j] {
+						o[j], a[j] = v, int32(at+j)
+					}
+				}
+			}
+		}
+	}
+}
+
+// maxArg32 replaces o[j] by src[j] and a[j] by at+j where src[j] > o[j], for every j. The
+// selection is on the values' bits, so that the compiler emits conditional moves: with a
+// branch, random maxima mispredicted about every other element, and this loop was a fifth of
+// the CNN step.
+func maxArg32(o []float32, a []int32, src []float32, at int32) {
+	o, a = o[:len(src)], a[:len(src)]
+	for j, v := range src {
+		ov := o[j]
+		var m uint32 // all ones where src[j] > o[j]
+		if v > ov {
+			m = ^uint32(0)
+		}
+		ob, vb := math.Float32bits(ov), math.Float32bits(v)
+		o[j] = math.Float32frombits(ob ^ (ob^vb)&m)
+		a[j] ^= (a[j] ^ (at + int32(j))) & int32(m)
 	}
 }
 

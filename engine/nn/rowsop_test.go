@@ -104,25 +104,6 @@ func TestPoolForward(t *testing.T) {
 	}
 }
 
-func TestBiasAdd(t *testing.T) {
-	op := &biasOp{m: 3, n: 2}
-	x := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))
-	b := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{10, 20}))
-	v, err := op.Do(x, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []float64{11, 22, 13, 24, 15, 26}
-	for i, got := range v.Data().([]float64) {
-		if got != want[i] {
-			t.Fatalf("bias add = %v, want %v", v.Data(), want)
-		}
-	}
-	if _, err := op.Do(x); err == nil {
-		t.Fatal("one input accepted")
-	}
-}
-
 func TestArchValidate(t *testing.T) {
 	bad := []Arch{
 		{Kind: "mlp", Input: []int{4}, Classes: 1, Activation: Tanh},
@@ -186,5 +167,92 @@ func BenchmarkNetRun(b *testing.B) {
 			}
 			b.ReportMetric(float64(tc.batch*b.N)/b.Elapsed().Seconds(), "examples/s")
 		})
+	}
+}
+
+// TestPoolArgmaxGradient: a pool whose gradient is in the graph records each window's argmax
+// in the forward pass and routes ∂L/∂y there; the result equals the search of poolBackward
+// bit for bit, with ties (first in scan order wins) and NaN inputs (a NaN first element is
+// the maximum; a NaN elsewhere never is), and the forward values are unchanged.
+func TestPoolArgmaxGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, shape := range [][8]int{{3, 5, 5, 3, 2, 1}, {2, 6, 4, 2, 2, 2}, {2, 7, 7, 4, 3, 2}} {
+		plain := newRowsOp(true, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], 0)
+		kept := newRowsOp(true, shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], 0)
+		kept.keepArg = true
+		x := randSlice(r, plain.b*plain.h*plain.w*plain.c)
+		for i := range x {
+			switch r.IntN(10) {
+			case 0, 1, 2:
+				x[i] = math.Round(x[i]) // ties
+			case 3:
+				x[i] = math.NaN()
+			}
+		}
+		dy := randSlice(r, plain.b*plain.oh*plain.ow*plain.c)
+		y1, y2 := make([]float64, len(dy)), make([]float64, len(dy))
+		rowsForward(plain, y1, x)
+		rowsForward(kept, y2, x)
+		for i := range y1 {
+			if math.Float64bits(y1[i]) != math.Float64bits(y2[i]) {
+				t.Fatalf("%v: forward %d: %v with argmax, %v without", plain, i, y2[i], y1[i])
+			}
+		}
+		g1, g2 := make([]float64, len(x)), make([]float64, len(x))
+		rowsBackward(plain, g1, x, dy)
+		rowsBackward(kept, g2, nil, dy) // x is not read
+		for i := range g1 {
+			if math.Float64bits(g1[i]) != math.Float64bits(g2[i]) {
+				t.Fatalf("%v: ∂/∂x[%d]: %v from the argmax, %v from the search", plain, i, g2[i], g1[i])
+			}
+		}
+	}
+}
+
+// TestPoolStride1: the row-run pooling of stride 1 gives the window-by-window pooling's values
+// and argmax bit for bit, with ties and NaN inputs.
+func TestPoolStride1(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, op := range []*rowsOp{newRowsOp(true, 2, 14, 14, 16, 2, 1, 0), newRowsOp(true, 3, 5, 7, 3, 3, 1, 0), newRowsOp(true, 1, 4, 4, 2, 1, 1, 0)} {
+		x := randSlice(r, op.b*op.h*op.w*op.c)
+		for i := range x {
+			switch r.IntN(10) {
+			case 0, 1, 2:
+				x[i] = math.Round(x[i])
+			case 3:
+				x[i] = math.NaN()
+			}
+		}
+		per, oper := op.h*op.w*op.c, op.oh*op.ow*op.c
+		for i := range op.b {
+			xi := x[i*per : (i+1)*per]
+			y1, y2 := make([]float64, oper), make([]float64, oper)
+			a1, a2 := make([]int32, oper), make([]int32, oper)
+			poolForwardWindows(op, y1, xi, a1)
+			poolForwardStride1(op, y2, xi, a2)
+			y3 := make([]float64, oper)
+			poolForwardStride1(op, y3, xi, nil)
+			for j := range y1 {
+				if math.Float64bits(y1[j]) != math.Float64bits(y2[j]) || a1[j] != a2[j] || math.Float64bits(y1[j]) != math.Float64bits(y3[j]) {
+					t.Fatalf("%v example %d output %d: rows %v at %d (%v without argmax), windows %v at %d", op, i, j, y2[j], a2[j], y3[j], y1[j], a1[j])
+				}
+			}
+			// float32 (the branch-free maxArg32), with −0 against +0 among the ties.
+			x32 := make([]float32, len(xi))
+			for j, v := range xi {
+				x32[j] = float32(v)
+				if v == 0 && j%2 == 1 {
+					x32[j] = float32(math.Copysign(0, -1))
+				}
+			}
+			z1, z2 := make([]float32, oper), make([]float32, oper)
+			poolForwardWindows(op, z1, x32, a1)
+			poolForwardStride1(op, z2, x32, a2)
+			for j := range z1 {
+				if math.Float32bits(z1[j]) != math.Float32bits(z2[j]) || a1[j] != a2[j] {
+					t.Fatalf("%v float32 example %d output %d: rows %v at %d, windows %v at %d", op, i, j, z2[j], a2[j], z1[j], a1[j])
+				}
+			}
+		}
 	}
 }

@@ -48,17 +48,18 @@ import (
 //     float32 dot products peel elements until their second operand, here a row of W, is
 //     16-byte aligned; the axpy kernels round each element alike whatever its alignment — so
 //     a row's values depend neither on its position nor on the other rows. The weight
-//     gradients Aᵀ·∂L/∂Z, the one product that sums over rows, are never asked of the graph
-//     (the DP step forms them, clipped, from the taps). A library BLAS (internal/fastblas)
+//     gradients Aᵀ·∂L/∂Z, the one product that sums over rows, are not in the training graphs
+//     (gemmOp has no gradient with respect to W; the DP step forms them, clipped, from the taps). A library BLAS (internal/fastblas)
 //     computes the graphs' products only when a probe at load finds its rows independent of
 //     their position in the same way (BLIS: yes; OpenBLAS 0.3.21: no, so gonum's stay).
-//   - biasOp: adds the bias row to each row; its gradient passes ∂L/∂Z through unchanged.
+//   - gemmOp (gemmop.go): Mul's product above plus the bias row added to each row; its
+//     gradient is ∂L/∂Z·Wᵀ only.
 //   - rowsOp (max pooling and patches) and its rowsDiffOp: each example's block of rows is read
 //     and written by one closure over that example's slice only (parallelExamples); the pooling
 //     maximum starts from the window's first element, not the matrix's.
 //   - im2col (first convolution, in Go): per example, over that example's image.
-//   - Tanh, Rectify (an elementwise x ≥ 0 mask times x) and HadamardProd: elementwise, forward
-//     and backward; the mask comparison is not differentiated.
+//   - actOp (actop.go: tanh, or ReLU as an x ≥ 0 mask times x) and its gradient: elementwise,
+//     forward and backward; the mask comparison is not differentiated.
 //   - Reshape ((B·h·w)×C to B×(h·w·C)): a view of the same bytes, example-major, so example i
 //     keeps its own rows; its gradient reshapes back.
 //   - Sum and Neg: the loss value sums all rows (a NaN row makes the reported loss NaN, which

@@ -1,0 +1,205 @@
+package nn
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	"github.com/chewxy/math32"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// actOp is a training or evaluation net's activation, y = f(z) elementwise, as one op with
+// its gradient op; the batch-1 oracle keeps Gorgonia's Tanh and Rectify.
+//
+// Why: Gorgonia's Rectify is two ops (a ≥ 0 mask, then a product) and Tanh's gradient three
+// (y·y, 1 − ·, times ∂L/∂y), each allocating and copying a matrix of the layer's size on every
+// run; in a profile of the MNIST CNN step they were a quarter of the time
+// (docs/benchmarks.md). The arithmetic is theirs, operation for operation, so the nets
+// compute the same bits:
+//
+//   - ReLU: y = z·m with m = 1 if z ≥ 0 else 0 (so a negative z gives −0 and NaN stays NaN),
+//     ∂L/∂z = ∂L/∂y·m;
+//   - tanh: y = tanh(z) (chewxy/math32's Tanh for float32, as gorgonia.org/tensor uses),
+//     ∂L/∂z = (1 − y·y)·∂L/∂y, each operation rounded to the dtype.
+//
+// Each element depends on its own element only, so rows stay apart (xentop.go's audit). Both
+// ops write into buffers of their own (ownBuf).
+type actOp struct {
+	act  Activation
+	r, c int
+	out  ownBuf
+}
+
+func newActOp(act Activation, s tensor.Shape) (*actOp, error) {
+	if len(s) != 2 {
+		return nil, fmt.Errorf("activation of shape %v: want a matrix", s)
+	}
+	if act != ReLU && act != Tanh {
+		return nil, fmt.Errorf("activation %q: want tanh or relu", act)
+	}
+	return &actOp{act: act, r: s[0], c: s[1]}, nil
+}
+
+func (op *actOp) Arity() int { return 1 }
+
+func (op *actOp) Type() hm.Type {
+	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t, t)
+}
+
+func (op *actOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{op.r, op.c}, nil
+}
+
+func (op *actOp) Do(inputs ...G.Value) (G.Value, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
+	}
+	z, ok := inputs[0].(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("%v: input is %T, want a dense tensor", op, inputs[0])
+	}
+	if z.Shape().TotalSize() != op.r*op.c {
+		return nil, fmt.Errorf("%v: input shape %v", op, z.Shape())
+	}
+	out, err := op.out.get(z.Dtype(), op.r, op.c)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
+	switch zd := z.Data().(type) {
+	case []float32:
+		actForward(op.act, out.Data().([]float32), zd, math32.Tanh)
+	case []float64:
+		actForward(op.act, out.Data().([]float64), zd, math.Tanh)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", op, z.Dtype())
+	}
+	return out, nil
+}
+
+func (op *actOp) ReturnsPtr() bool      { return false }
+func (op *actOp) CallsExtern() bool     { return false }
+func (op *actOp) OverwritesInput() int  { return -1 }
+func (op *actOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *actOp) Hashcode() uint32      { return hashOf(op) }
+func (op *actOp) String() string        { return fmt.Sprintf("Act{%s %d×%d}", op.act, op.r, op.c) }
+
+func (op *actOp) DiffWRT(int) []bool { return []bool{true} }
+
+// SymDiff: ReLU's gradient reads z (its mask), tanh's reads y.
+func (op *actOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if len(inputs) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
+	}
+	from := output
+	if op.act == ReLU {
+		from = inputs[0]
+	}
+	dz, err := G.ApplyOp(&actDiffOp{fwd: op}, from, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dz}, nil
+}
+
+// actDiffOp computes ∂L/∂z from z (ReLU) or y (tanh) and ∂L/∂y.
+type actDiffOp struct {
+	fwd *actOp
+	out ownBuf
+}
+
+func (d *actDiffOp) Arity() int { return 2 }
+
+func (d *actDiffOp) Type() hm.Type {
+	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t, t, t)
+}
+
+func (d *actDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{d.fwd.r, d.fwd.c}, nil
+}
+
+func (d *actDiffOp) Do(inputs ...G.Value) (G.Value, error) {
+	op := d.fwd
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
+	}
+	v, dy, err := denseArgs2(d, inputs)
+	if err != nil {
+		return nil, err
+	}
+	if v.Shape().TotalSize() != op.r*op.c || dy.Shape().TotalSize() != op.r*op.c {
+		return nil, fmt.Errorf("%v: shapes %v and %v", d, v.Shape(), dy.Shape())
+	}
+	out, err := d.out.get(v.Dtype(), op.r, op.c)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", d, err)
+	}
+	switch vd := v.Data().(type) {
+	case []float32:
+		g, ok := dy.Data().([]float32)
+		if !ok {
+			return nil, fmt.Errorf("%v: mixed dtypes", d)
+		}
+		actBackward(op.act, out.Data().([]float32), vd, g)
+	case []float64:
+		g, ok := dy.Data().([]float64)
+		if !ok {
+			return nil, fmt.Errorf("%v: mixed dtypes", d)
+		}
+		actBackward(op.act, out.Data().([]float64), vd, g)
+	default:
+		return nil, fmt.Errorf("%v: dtype %v not supported", d, v.Dtype())
+	}
+	return out, nil
+}
+
+func (d *actDiffOp) ReturnsPtr() bool      { return false }
+func (d *actDiffOp) CallsExtern() bool     { return false }
+func (d *actDiffOp) OverwritesInput() int  { return -1 }
+func (d *actDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+func (d *actDiffOp) Hashcode() uint32      { return hashOf(d) }
+func (d *actDiffOp) String() string        { return "Grad" + d.fwd.String() }
+
+func actForward[T float32 | float64](act Activation, y, z []T, tanh func(T) T) {
+	y = y[:len(z)]
+	parallelRows(len(z), func(lo, hi int) {
+		if act == ReLU {
+			for i, v := range z[lo:hi] {
+				var m T
+				if v >= 0 {
+					m = 1
+				}
+				y[lo+i] = v * m
+			}
+			return
+		}
+		for i, v := range z[lo:hi] {
+			y[lo+i] = tanh(v)
+		}
+	})
+}
+
+func actBackward[T float32 | float64](act Activation, dz, v, dy []T) {
+	dz, dy = dz[:len(v)], dy[:len(v)]
+	parallelRows(len(v), func(lo, hi int) {
+		if act == ReLU {
+			for i, x := range v[lo:hi] {
+				var m T
+				if x >= 0 {
+					m = 1
+				}
+				dz[lo+i] = dy[lo+i] * m
+			}
+			return
+		}
+		for i, y := range v[lo:hi] {
+			sq := T(y * y)          // HadamardProd(y, y)
+			d := T(1 - sq)          // Sub(1, ·)
+			dz[lo+i] = d * dy[lo+i] // HadamardProd(·, ∂L/∂y)
+		}
+	})
+}
