@@ -55,9 +55,10 @@ func presetFor(dataset, model string) preset {
 	p := preset{batch: 256, epochs: 10, lr: 0.5, optimizer: engine.OptimizerMomentum, momentum: 0.9, schedule: "cosine", clip: 1, targetEps: 3, activation: "tanh"}
 	switch dataset + "/" + model {
 	case "mnist/cnn":
-		// 11 epochs: 97.7% at ε = 3 (10: 97.5%, 12: 97.7%, 15: 97.8%; docs/benchmarks.md), in
-		// about two minutes on 2 cores since the CNN step's speed-up.
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 11, 0.5, 0.99
+		// 15 epochs: 97.8% and 98.0% at ε = 3 (seeds 1 and 2). 11 epochs take about 30% less
+		// time but ended between 97.3% and 97.7% across seeds, too close to the 97.5% this
+		// preset is meant to reach (docs/benchmarks.md, "The MNIST CNN recipe").
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
 	case "mnist/mlp":
 		// Momentum 0.9, lr 0.3, constant: 94.9% at ε = 3; plain SGD lr 1 with cosine and EMA
 		// reached 92.0% (docs/benchmarks.md).

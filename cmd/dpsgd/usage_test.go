@@ -122,10 +122,10 @@ func helpEntry(out, name string) string {
 // TestTrainHelpShowsPreset: dpsgd train --help shows the defaults of the preset of --dataset
 // and --model, given before or after --help, that a run uses when no other flag is given.
 func TestTrainHelpShowsPreset(t *testing.T) {
-	// The docs' example, literally: MNIST's CNN trains 11 epochs of batches of 1024.
+	// The docs' example, literally: MNIST's CNN trains 15 epochs of batches of 1024.
 	_, out, _ := runCmd(t, "train", "--dataset", "mnist", "--model", "cnn", "--help")
 	for name, want := range map[string]string{
-		"batch-size": "(default 1024)", "epochs": "(default 11)", "lr": "(default 0.5)",
+		"batch-size": "(default 1024)", "epochs": "(default 15)", "lr": "(default 0.5)",
 		"optimizer": `(default "momentum")`, "schedule": `(default "cosine")`, "target-epsilon": "(default 3)",
 		"ema": "(default 0.99)", "hidden": `(default "32")`, "model": `(default "cnn")`,
 	} {
