@@ -207,11 +207,21 @@ func (row *advRow[T]) materialize() {
 			off += len(c)
 		}
 	}
-	// Sparse rules: cᵢ·e_t added into the row of id_t, as SparseTap.AddClipped forms it.
+	// Sparse rules: cᵢ times each row of the table's gradient (Σ_{t: id_t = v} e_t, in
+	// position order), added into row v, as SparseTap.AddClipped forms it.
 	for _, sp := range row.sparse {
 		c, a := row.contrib[sp.param], row.abs[sp.param]
+		sum := map[int][]float64{}
 		for t, id := range sp.ids {
+			if sum[id] == nil {
+				sum[id] = make([]float64, sp.dim)
+			}
 			for j, v := range sp.e[t] {
+				sum[id][j] += v
+			}
+		}
+		for id, r := range sum {
+			for j, v := range r {
 				c[id*sp.dim+j] += row.coef * v
 				a[id*sp.dim+j] += math.Abs(row.coef * v)
 			}
