@@ -87,6 +87,13 @@ func advModels() []advModel {
 		{"stack-groupnorm-avgpool", layerTestModels()[2].arch, true},
 		{"stack-residual", layerTestModels()[3].arch, true},
 		{"stack-embedding", layerTestModels()[5].arch, true},
+		{"stack-tempered-sigmoid", layerTestModels()[1].arch, true},
+		{"stack-flatten-image", layerTestModels()[4].arch, true},
+		// Normalizations of the raw record itself: a record of one repeated value (every
+		// advValue but the "one" ones) has variance 0 in every group.
+		{"stack-norm-first", nn.Arch{Kind: nn.KindStack, Input: []int{6}, Classes: 3, Stack: []nn.LayerSpec{
+			{Type: "layernorm"}, {Type: "dense", Units: 4}, {Type: "groupnorm", Groups: 2}, {Type: "gelu"}, {Type: "dense", Units: 3},
+		}}, true},
 	}
 }
 
