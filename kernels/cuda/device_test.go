@@ -668,7 +668,7 @@ func TestScaleRowsClipScaleRow(t *testing.T) {
 	for i := range b {
 		c[i] = coefs[i%len(coefs)]
 		for j := range h {
-			e[i*h+j] = vals[(i/len(coefs)+j)%len(vals)] * float32(1+j)/float32(h)
+			e[i*h+j] = vals[(i/len(coefs)+j)%len(vals)] * float32(1+j) / float32(h)
 		}
 	}
 	want := make([]float32, b*h)
