@@ -36,13 +36,13 @@ func backendSums(t *testing.T, be backend, ds *datasets.Dataset, idx []int, clip
 	return out
 }
 
-// TestDeviceAdversarialTinyCoefficient: one record of huge features (±3.4e38) in a logistic
+// TestDeviceAdversarialTinyCoefficient: one record of huge features (±3e38) in a logistic
 // regression makes its gradient norm about 10³⁹, so a small clip norm gives it a clip
 // coefficient below float32's smallest normal, 2⁻¹²⁶, where float32(c) keeps few bits (c
 // between 2⁻¹⁵⁰ and 2⁻¹⁴⁹ rounds up to 2⁻¹⁴⁹, up to twice c). The CPU scales such rows by the
 // exact product rounded toward zero (kernels.ClipScaleRow); the device must too: over clip
 // norms sweeping c through the subnormal range, the record moves the device's float64 sums
-// by at most C, as it moves the CPU's.
+// by at most C, as it moves the CPU's, with float32 and with bfloat16 GEMMs.
 func TestDeviceAdversarialTinyCoefficient(t *testing.T) {
 	const d, n = 2, 4
 	ds := &datasets.Dataset{Name: "huge", X: make([]float32, n*d), Y: make([]int, n), N: n, D: d, Classes: 2, Shape: []int{d}}
@@ -53,10 +53,11 @@ func TestDeviceAdversarialTinyCoefficient(t *testing.T) {
 		ds.Y[i] = i % 2
 	}
 	rec := n - 1
-	ds.X[rec*d], ds.X[rec*d+1] = 3.4e38, -3.4e38
-	for _, dev := range []string{DeviceCPU, DeviceCUDA} {
-		r := stepRun(t, nn.LogReg([]int{d}, 2), OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, ds, dev,
-			func(c *Config) { c.PhysicalBatch, c.Replicas = n, 1 })
+	ds.X[rec*d], ds.X[rec*d+1] = 3e38, -3e38 // finite in bfloat16 too
+	for _, run := range []struct{ dev, precision string }{{DeviceCPU, PrecisionFP32}, {DeviceCUDA, PrecisionFP32}, {DeviceCUDA, PrecisionBF16}} {
+		dev := run.dev + "/" + run.precision
+		r := stepRun(t, nn.LogReg([]int{d}, 2), OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, ds, run.dev,
+			func(c *Config) { c.PhysicalBatch, c.Replicas, c.Precision = n, 1, run.precision })
 		for _, y := range []int{0, 1} {
 			// A new *Dataset per label: the device keeps the set it bound and does not see
 			// one changed in place.
