@@ -168,6 +168,7 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "dense", "units": 3, "units": 4}], "layers": []}`), uint8(0))
 	f.Add([]byte(`{"layers": [{"type": "dense", "units": 1e400}, {"type": "tempered_sigmoid", "temp": -0, "offset": 1e-320}]}`), uint8(0))
 	f.Add([]byte(`{"layers": [{"type": "residual", "body": [{"type": "residual", "body": [{"type": "residual", "body": [{"type": "gelu"}]}]}]}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 3, "kernel": 1, "pad": 1000}`+strings.Repeat(`, {"type": "relu"}`, 200)+`, {"type": "avgpool", "kernel": 1024, "stride": 1024}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1024, "stride": 1024, "pad": 1024}, {"type": "avgpool", "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 1048576}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
@@ -194,7 +195,14 @@ func FuzzParseModelFile(f *testing.F) {
 		if err := json.Unmarshal(js, &b); err != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("round trip: %v", err)
 		}
-		if n > 20000 {
+		// Small models only are built: few parameters, and few values per example (a model of
+		// 18 parameters can hold 10⁸ values per example: a padded convolution, then many
+		// activations).
+		v, err := a.StepValues()
+		if err != nil || !(v >= float64(a.InputSize())) {
+			t.Fatalf("StepValues = %v, %v", v, err)
+		}
+		if n > 20000 || v > 1e6 {
 			return
 		}
 		p, err := NewParams(a, tensor.Float64, 1)
