@@ -97,8 +97,10 @@ func (d *Device) ClipCoefs(coef, norm2, mask Buffer, clip float64, n int) error 
 	return d.Launch("clip_coef", Grid(int64(n)), coef, norm2, mask, clip, int32(n))
 }
 
-// ScaleRows sets dst row i = float32(c[i])·src row i, exactly 0 where c[i] = 0
-// (kernels.ScaleRows; dst may be src).
+// ScaleRows sets dst row i = c[i]·src row i as kernels.ClipScaleRow forms it, bit for bit:
+// exactly 0 where c[i] = 0, a copy where c[i] = 1, float32(c[i])·src rounded to nearest where
+// float32(c[i]) and the product are normal, else the exact product rounded toward zero (a
+// subnormal float32(c) can be twice c). dst may be src.
 func (d *Device) ScaleRows(dst, src Buffer, rows, cols int, c Buffer) error {
 	if err := firstErr(fits("ScaleRows dst", dst, rows*cols, 4), fits("ScaleRows src", src, rows*cols, 4), fits("ScaleRows c", c, rows, 8)); err != nil {
 		return err

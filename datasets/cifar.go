@@ -23,6 +23,10 @@ const (
 	CIFAR10RecordBytes  = 1 + CIFARImageBytes                   // 3073
 	CIFAR10Classes      = 10
 	CIFAR10BatchRecords = 10000 // records in each official batch file
+	// MaxCIFAR10Records bounds the records of one loaded set (the official sets hold 50000
+	// and 10000): 2²⁰ records are 12.9 GB of float32 features. Files claiming more are
+	// refused before anything is allocated, a stream once it passes the bound.
+	MaxCIFAR10Records = 1 << 20
 )
 
 // CIFAR10Dir is the folder the official archive unpacks to, and where [LoadCIFAR10] also looks.
@@ -80,12 +84,12 @@ func ReadCIFAR10(r io.Reader, name string) (*Dataset, error) {
 func readCIFAR10(r io.Reader, name string, size int64) (*Dataset, error) {
 	var x []float32
 	var y []int
-	if size > 0 && size%CIFAR10RecordBytes == 0 {
+	if size > 0 && size%CIFAR10RecordBytes == 0 && size/CIFAR10RecordBytes <= MaxCIFAR10Records {
 		n := size / CIFAR10RecordBytes
 		x = make([]float32, 0, n*CIFARImageBytes)
 		y = make([]int, 0, n)
 	}
-	x, y, err := appendCIFAR10(x, y, r, name, size)
+	x, y, err := appendCIFAR10(x, y, r, name, size, MaxCIFAR10Records)
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +108,10 @@ func cifar10Dataset(name string, x []float32, y []int) *Dataset {
 	}
 }
 
-// appendCIFAR10 reads the records of r, appending their features to x and labels to y. A
-// known size (≥ 0) that is not a whole, positive number of records is refused before anything
-// is read.
-func appendCIFAR10(x []float32, y []int, r io.Reader, name string, size int64) ([]float32, []int, error) {
+// appendCIFAR10 reads the records of r, appending their features to x and labels to y, at
+// most limit records. A known size (≥ 0) that is not a whole, positive number of records, or
+// more than limit, is refused before anything is read.
+func appendCIFAR10(x []float32, y []int, r io.Reader, name string, size, limit int64) ([]float32, []int, error) {
 	empty := "empty file: want at least one record of " + strconv.Itoa(CIFAR10RecordBytes) + " bytes"
 	if size == 0 {
 		return nil, nil, &ParseError{File: name, Offset: 0, Msg: empty}
@@ -116,9 +120,18 @@ func appendCIFAR10(x []float32, y []int, r io.Reader, name string, size int64) (
 		return nil, nil, &ParseError{File: name, Offset: size - size%CIFAR10RecordBytes,
 			Msg: fmt.Sprintf("size %d bytes is not a whole number of %d-byte records (%d records and %d bytes more)", size, CIFAR10RecordBytes, size/CIFAR10RecordBytes, size%CIFAR10RecordBytes)}
 	}
+	if size > 0 && size/CIFAR10RecordBytes > limit {
+		return nil, nil, &ParseError{File: name, Offset: limit * CIFAR10RecordBytes, Msg: tooManyCIFAR10(size / CIFAR10RecordBytes)}
+	}
 	rec := make([]byte, CIFAR10RecordBytes)
 	for i := 0; ; i++ {
 		off := int64(i) * CIFAR10RecordBytes
+		if int64(i) == limit {
+			// One byte more than the limit allows is enough to refuse.
+			if n, _ := io.ReadFull(r, rec[:1]); n == 1 {
+				return nil, nil, &ParseError{File: name, Offset: off, Msg: tooManyCIFAR10(-1)}
+			}
+		}
 		n, err := io.ReadFull(r, rec)
 		if err == io.EOF {
 			if i == 0 {
@@ -143,6 +156,15 @@ func appendCIFAR10(x []float32, y []int, r io.Reader, name string, size int64) (
 		}
 		y = append(y, label)
 	}
+}
+
+// tooManyCIFAR10 says that a set holds more records than MaxCIFAR10Records (n of them when
+// known, n ≥ 0).
+func tooManyCIFAR10(n int64) string {
+	if n >= 0 {
+		return fmt.Sprintf("%d records: want at most %d in one set (MaxCIFAR10Records)", n, MaxCIFAR10Records)
+	}
+	return fmt.Sprintf("more records than a set may hold: want at most %d (MaxCIFAR10Records)", MaxCIFAR10Records)
 }
 
 // openCIFAR10 opens a batch file and returns its size.
@@ -221,14 +243,16 @@ func loadCIFAR10Files(dir string, names []string, name string) (*Dataset, error)
 		}
 		files[i], sizes[i] = f, size
 		if size%CIFAR10RecordBytes == 0 {
-			total += size / CIFAR10RecordBytes
+			if total += size / CIFAR10RecordBytes; total > MaxCIFAR10Records {
+				return nil, &ParseError{File: f.Name(), Offset: 0, Msg: fmt.Sprintf("the files up to this one hold %s", tooManyCIFAR10(total))}
+			}
 		}
 	}
 	x := make([]float32, 0, total*CIFARImageBytes)
 	y := make([]int, 0, total)
 	for i, f := range files {
 		var err error
-		if x, y, err = appendCIFAR10(x, y, f, f.Name(), sizes[i]); err != nil {
+		if x, y, err = appendCIFAR10(x, y, f, f.Name(), sizes[i], MaxCIFAR10Records-int64(len(y))); err != nil {
 			return nil, err
 		}
 	}

@@ -200,7 +200,7 @@ func TestReadCIFAR10Errors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, _, err := appendCIFAR10(nil, nil, f, p, size); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "not a whole number") {
+	if _, _, err := appendCIFAR10(nil, nil, f, p, size, MaxCIFAR10Records); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "not a whole number") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -87,6 +87,13 @@ func advModels() []advModel {
 		{"stack-groupnorm-avgpool", layerTestModels()[2].arch, true},
 		{"stack-residual", layerTestModels()[3].arch, true},
 		{"stack-embedding", layerTestModels()[5].arch, true},
+		{"stack-tempered-sigmoid", layerTestModels()[1].arch, true},
+		{"stack-flatten-image", layerTestModels()[4].arch, true},
+		// Normalizations of the raw record itself: a record of one repeated value (every
+		// advValue but the "one" ones) has variance 0 in every group.
+		{"stack-norm-first", nn.Arch{Kind: nn.KindStack, Input: []int{6}, Classes: 3, Stack: []nn.LayerSpec{
+			{Type: "layernorm"}, {Type: "dense", Units: 4}, {Type: "groupnorm", Groups: 2}, {Type: "gelu"}, {Type: "dense", Units: 3},
+		}}, true},
 	}
 }
 
@@ -207,11 +214,21 @@ func (row *advRow[T]) materialize() {
 			off += len(c)
 		}
 	}
-	// Sparse rules: cᵢ·e_t added into the row of id_t, as SparseTap.AddClipped forms it.
+	// Sparse rules: cᵢ times each row of the table's gradient (Σ_{t: id_t = v} e_t, in
+	// position order), added into row v, as SparseTap.AddClipped forms it.
 	for _, sp := range row.sparse {
 		c, a := row.contrib[sp.param], row.abs[sp.param]
+		sum := map[int][]float64{}
 		for t, id := range sp.ids {
+			if sum[id] == nil {
+				sum[id] = make([]float64, sp.dim)
+			}
 			for j, v := range sp.e[t] {
+				sum[id][j] += v
+			}
+		}
+		for id, r := range sum {
+			for j, v := range r {
 				c[id*sp.dim+j] += row.coef * v
 				a[id*sp.dim+j] += math.Abs(row.coef * v)
 			}

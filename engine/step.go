@@ -176,8 +176,8 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 		}
 	}
 	for _, t := range sparse {
-		// The sparse rule (an embedding table): cᵢ·(example i's rows) added into the rows of
-		// its ids, in float64; an example with cᵢ = 0 is skipped.
+		// The sparse rule (an embedding table): cᵢ·(example i's rows, grouped by id) added
+		// into the rows of its ids, in float64; an example with cᵢ = 0 is skipped.
 		dst := r.tmp[t.Param]
 		clear(dst)
 		for i, c := range r.coef[:b] {

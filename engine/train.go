@@ -100,11 +100,38 @@ type Config struct {
 // model's gradients live at such scales.
 const MinClip = 0x1p-100
 
+// MaxStepBytes bounds the memory a configuration's training step asks for on the CPU, about
+// Replicas × (PhysicalBatch × nn.Arch.StepValues × the dtype's size + the replica's float64
+// gradient sums, two per parameter): 64 GiB. A model file within the per-layer limits
+// (nn.MaxActivation, nn.MaxStackParams) could otherwise ask for terabytes at the default
+// physical batch (a convolution's per-example gradients alone: up to 2²⁸ values per example),
+// and fail in the allocator (a fatal error, not an error the CLI can report) instead of being
+// refused.
+const MaxStepBytes = 1 << 36
+
 // Noise mechanisms of Config.Noise: the accounting's names (one home for the name set).
 const (
 	NoiseGaussian = accounting.MechanismGaussian
 	NoiseBall     = accounting.MechanismBall
 )
+
+// checkStepMemory refuses a configuration whose step would hold more than MaxStepBytes.
+func (c *Config) checkStepMemory() error {
+	v, err := c.Arch.StepValues()
+	if err != nil {
+		return err
+	}
+	size := 4.0
+	if c.Dtype == tensor.Float64 {
+		size = 8
+	}
+	need := float64(c.Replicas) * (float64(c.PhysicalBatch)*v*size + 16*float64(c.Arch.NumParams()))
+	if need > MaxStepBytes {
+		return fmt.Errorf("a training step of this model (%d parameters, about %.3g values per example) at physical batch %d with %d replicas holds about %.3g GiB: want at most %d GiB (lower the physical batch or the replicas, or shrink the model)",
+			c.Arch.NumParams(), v, c.PhysicalBatch, c.Replicas, need/(1<<30), MaxStepBytes>>30)
+	}
+	return nil
+}
 
 // Validate checks every field against its valid range.
 func (c *Config) Validate() error {
@@ -125,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = runtime.GOMAXPROCS(0)
+	}
+	if err := c.checkStepMemory(); err != nil {
+		return err
 	}
 	if c.Epochs < 1 {
 		return fmt.Errorf("epochs %d: want ≥ 1", c.Epochs)

@@ -107,6 +107,9 @@ func TestTrainModelFileErrors(t *testing.T) {
 		{[]string{"--model", write("classes.json", `{"layers": [{"type": "dense", "units": 7}]}`)}, "the last layer gives [7], want the 10 class logits"},
 		{[]string{"--model", write("conv.json", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 3}, {"type": "flatten"}, {"type": "dense", "units": 10}]}`)}, "layer 0.conv2d: conv2d needs an image input"},
 		{[]string{"--model", write("units.json", `{"layers": [{"type": "dense", "units": -3}]}`)}, `layer 0 (dense): "units" = -3: want 1 to 1048576`},
+		// Within every per-layer limit, but 250 activations of 2²⁰ values each at the default
+		// physical batch: about 1 TiB for one step.
+		{[]string{"--model", write("wide.json", `{"layers": [{"type": "dense", "units": 1048576}`+strings.Repeat(`, {"type": "relu"}`, 250)+`, {"type": "dense", "units": 10}]}`)}, "GiB: want at most 64 GiB (lower the physical batch"},
 		{[]string{"--model", good, "--hidden", "16"}, "--hidden shapes the presets only"},
 		{[]string{"--model", good, "--device", "cuda", "--sigma", "1"}, "the CUDA backend runs the preset models only"},
 	}

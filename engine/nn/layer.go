@@ -104,7 +104,11 @@ type ParamDecl struct {
 type Decl struct {
 	Gemm  []LayerShape
 	Other []ParamDecl
-	path  string // the current layer's name prefix
+	// Values counts, in float64 (no overflow), the values one example holds during a
+	// training step: each layer's output and its gradient, a convolution's patch matrix and
+	// its gradient, and its materialized per-example gradient (Arch.StepValues).
+	Values float64
+	path   string // the current layer's name prefix
 }
 
 // AddGemm declares a GEMM layer named by the current layer's path and returns its index.
@@ -167,6 +171,7 @@ func (s *Sequential) Plan(in Shape, d *Decl) (Shape, error) {
 		if out.Size() > MaxActivation {
 			return Shape{}, &layerError{path: d.path, err: fmt.Errorf("gives %d values per example (%v): want at most %d", out.Size(), out, MaxActivation)}
 		}
+		d.Values += 2 * float64(out.Size())
 		cur = out
 	}
 	return cur, nil

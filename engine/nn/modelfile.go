@@ -29,6 +29,9 @@ func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	if len(data) > MaxModelFileBytes {
 		return Arch{}, fmt.Errorf("model file: %d bytes, want at most %d", len(data), MaxModelFileBytes)
 	}
+	if k, ok := duplicateKey(data); ok {
+		return Arch{}, fmt.Errorf("model file: key %q twice: want each key once", k)
+	}
 	var top struct {
 		Layers []json.RawMessage `json:"layers"`
 	}
@@ -82,6 +85,9 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		return LayerSpec{}, fmt.Errorf("layer %s: \"type\": want a layer kind (%s)", where, kindList())
 	}
 	where = fmt.Sprintf("%s (%s)", where, s.Type)
+	if k, ok := duplicateKey(raw); ok {
+		return LayerSpec{}, fmt.Errorf("layer %s: field %q twice: want each field once", where, k)
+	}
 	takes, ok := layerKinds[s.Type]
 	if !ok {
 		if strings.HasPrefix(strings.ToLower(s.Type), "batch") {
@@ -181,4 +187,34 @@ func kindList() string {
 	}
 	sort.Strings(ks)
 	return strings.Join(ks, ", ")
+}
+
+// duplicateKey returns a key that the JSON object data holds twice at its top level (which
+// encoding/json would resolve silently, the last one winning, so that a reader of the file and
+// the run could disagree on the model). Malformed JSON is left to the decoder's own errors.
+func duplicateKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, ok := t.(string)
+		if !ok {
+			return "", false
+		}
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

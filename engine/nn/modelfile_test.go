@@ -105,6 +105,16 @@ func TestModelFileErrors(t *testing.T) {
 		{"embedding vocab", `{"layers": [{"type": "embedding", "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, flat, `layer 0 (embedding): "vocab" is required`},
 		{"embedding on image", `{"layers": [{"type": "embedding", "vocab": 3, "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "embedding reads token ids from a flat input"},
 		{"layer not object", `{"layers": [3]}`, flat, "layer 0: want a JSON object"},
+		// Duplicated keys: encoding/json keeps the last, so a reader of the file and the run
+		// could see different models.
+		{"duplicate field", `{"layers": [{"type": "dense", "units": 3, "units": 1048576}]}`, flat, `layer 0 (dense): field "units" twice`},
+		{"duplicate type", `{"layers": [{"type": "flatten", "type": "dense", "units": 3}]}`, flat, `field "type" twice`},
+		{"duplicate nested", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "dense", "units": 4, "units": 5}]}, {"type": "dense", "units": 3}]}`, flat, `layer 1.0 (dense): field "units" twice`},
+		{"duplicate body", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "relu"}], "body": [{"type": "dense", "units": 5}]}, {"type": "dense", "units": 3}]}`, flat, `field "body" twice`},
+		{"duplicate layers", `{"layers": [{"type": "dense", "units": 3}], "layers": [{"type": "dense", "units": 4}, {"type": "dense", "units": 3}]}`, flat, `key "layers" twice`},
+		{"number overflow", `{"layers": [{"type": "dense", "units": 1e400}]}`, flat, `"units": want an integer`},
+		{"float overflow", `{"layers": [{"type": "dense", "units": 3}, {"type": "tempered_sigmoid", "temp": 1e400}]}`, flat, `"temp": want a number`},
+		{"nesting", `{"layers": [` + strings.Repeat(`{"type": "residual", "body": [`, 9) + `{"type": "relu"}` + strings.Repeat(`]}`, 9) + `, {"type": "dense", "units": 3}]}`, flat, "nested deeper than 8"},
 	}
 	for _, tc := range cases {
 		_, err := ParseModelFile([]byte(tc.file), tc.input, 3)
@@ -155,6 +165,11 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "dense", "units": 4}, {"type": "layernorm"}, {"type": "gelu"}, {"type": "residual", "body": [{"type": "dense", "units": 4}, {"type": "relu"}]}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "stride": 2, "pad": 1}, {"type": "groupnorm", "groups": 2}, {"type": "tempered_sigmoid", "scale": 1.5}, {"type": "avgpool", "kernel": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
 	f.Add([]byte(`{"layers": [{"type": "batchnorm"}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "dense", "units": 3, "units": 4}], "layers": []}`), uint8(0))
+	f.Add([]byte(`{"layers": [{"type": "dense", "units": 1e400}, {"type": "tempered_sigmoid", "temp": -0, "offset": 1e-320}]}`), uint8(0))
+	f.Add([]byte(`{"layers": [{"type": "residual", "body": [{"type": "residual", "body": [{"type": "residual", "body": [{"type": "gelu"}]}]}]}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 3, "kernel": 1, "pad": 1000}`+strings.Repeat(`, {"type": "relu"}`, 200)+`, {"type": "avgpool", "kernel": 1024, "stride": 1024}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(1))
+	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1024, "stride": 1024, "pad": 1024}, {"type": "avgpool", "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 1048576}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
 		input := [][]int{{6}, {1, 28, 28}, {2, 7, 7}}[int(in)%3]
@@ -180,7 +195,14 @@ func FuzzParseModelFile(f *testing.F) {
 		if err := json.Unmarshal(js, &b); err != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("round trip: %v", err)
 		}
-		if n > 20000 {
+		// Small models only are built: few parameters, and few values per example (a model of
+		// 18 parameters can hold 10⁸ values per example: a padded convolution, then many
+		// activations).
+		v, err := a.StepValues()
+		if err != nil || !(v >= float64(a.InputSize())) {
+			t.Fatalf("StepValues = %v, %v", v, err)
+		}
+		if n > 20000 || v > 1e6 {
 			return
 		}
 		p, err := NewParams(a, tensor.Float64, 1)

@@ -96,6 +96,10 @@ func (l *Conv2d) Plan(in Shape, d *Decl) (Shape, error) {
 		return Shape{}, fmt.Errorf("its patch matrix takes %d×%d values per example: want at most %d", g.positions, g.patch, MaxActivation)
 	}
 	d.AddGemm(g.patch, g.filters, g.positions, l.name)
+	d.Values += 2 * float64(g.positions) * float64(g.patch)
+	if g.positions > 1 {
+		d.Values += float64(g.patch+1) * float64(g.filters) // the step's materialized Ĝᵢ
+	}
 	return Shape{Layout: Rows, C: g.filters, H: g.outH, W: g.outW}, nil
 }
 

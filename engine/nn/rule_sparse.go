@@ -11,7 +11,8 @@ import (
 // nonzero only in the rows of its own ids: row v is Σ_{t: id_t = v} e_t over its L positions, e
 // = ∂L/∂out. Its squared norm is Σ_v ‖Σ_{t: id_t = v} e_t‖² = Σ_{t,t'} [id_t = id_t']·(e_t·e_t')
 // (the ghost norm of a one-hot input), computed from the example's L ids and errors without
-// touching the table; the clipped sum adds cᵢ·e_t into row id_t, in float64.
+// touching the table; the clipped sum adds cᵢ times each of those grouped rows, in float64: the
+// vector measured is the vector summed.
 
 // sparseNode is a sparse rule registered while building.
 type sparseNode struct {
@@ -33,8 +34,9 @@ type SparseTap struct {
 	x    *tensor.Dense // the graph input: the ids
 	eVal G.Value
 	e    []float64
-	ids  []int // B·L ids, −1 for none
-	ord  []int // scratch
+	ids  []int     // B·L ids, −1 for none
+	ord  []int     // scratch
+	row  []float64 // scratch
 }
 
 // SparseTaps lists the sparse rules' taps of the last Run (training nets only).
@@ -61,8 +63,10 @@ func (t *SparseTap) Rows(i int) (ids []int, e [][]float64) {
 	return ids, e
 }
 
-// Norm2 is ‖example i's table gradient‖²: its rows' sums grouped by id, in float64.
-func (t *SparseTap) Norm2(i int) float64 {
+// grouped calls f with each id of example i's valid positions, in increasing id order, and
+// row, example i's gradient of that table row: Σ_{t: id_t = id} e_t in float64, in position
+// order (scratch memory, valid until f returns).
+func (t *SparseTap) grouped(i int, f func(id int, row []float64)) {
 	t.ord = t.ord[:0]
 	for p := i * t.L; p < (i+1)*t.L; p++ {
 		if t.ids[p] >= 0 {
@@ -70,8 +74,10 @@ func (t *SparseTap) Norm2(i int) float64 {
 		}
 	}
 	slices.SortStableFunc(t.ord, func(a, b int) int { return t.ids[a] - t.ids[b] })
-	var s float64
-	row := make([]float64, t.Dim)
+	if cap(t.row) < t.Dim {
+		t.row = make([]float64, t.Dim)
+	}
+	row := t.row[:t.Dim]
 	for k := 0; k < len(t.ord); {
 		id := t.ids[t.ord[k]]
 		clear(row)
@@ -81,23 +87,31 @@ func (t *SparseTap) Norm2(i int) float64 {
 				row[j] += v
 			}
 		}
+		f(id, row)
+	}
+}
+
+// Norm2 is ‖example i's table gradient‖²: its rows' sums grouped by id, in float64.
+func (t *SparseTap) Norm2(i int) float64 {
+	var s float64
+	t.grouped(i, func(_ int, row []float64) {
 		for _, v := range row {
 			s += v * v
 		}
-	}
+	})
 	return s
 }
 
-// AddClipped adds c times example i's table gradient into dst (Vocab×Dim, row-major).
+// AddClipped adds c times example i's table gradient into dst (Vocab×Dim, row-major): c times
+// each row Norm2 measured, the rows grouped by id before the scaling. Adding c·e_t position by
+// position instead would let an example whose positions share an id with opposite errors
+// (their sum, hence its norm, small; each alone as large as the weights make it) round the
+// other examples' contributions in those rows away, moving the sum by more than the clip norm.
 func (t *SparseTap) AddClipped(dst []float64, i int, c float64) {
-	for p := i * t.L; p < (i+1)*t.L; p++ {
-		id := t.ids[p]
-		if id < 0 {
-			continue
-		}
+	t.grouped(i, func(id int, row []float64) {
 		d := dst[id*t.Dim : (id+1)*t.Dim]
-		for j, v := range t.e[p*t.Dim : (p+1)*t.Dim] {
+		for j, v := range row {
 			d[j] += c * v
 		}
-	}
+	})
 }

@@ -37,8 +37,8 @@ const (
 	MaxWindow      = 1 << 10 // kernel, stride, pad
 	MaxStackParams = 1 << 28 // parameter values of the whole model
 	// MaxActivation bounds the values one example takes after any layer (a convolution's
-	// patch matrix included), so that a described model cannot ask for more memory than a
-	// physical batch can hold on this kind of machine.
+	// patch matrix included); the sum over the layers, times the physical batch, is bounded
+	// by the engine (engine.MaxStepBytes).
 	MaxActivation = 1 << 24
 )
 
@@ -218,6 +218,18 @@ func (a Arch) validateStack() error {
 		return fmt.Errorf("arch: %.0f parameters: want at most %d", n, MaxStackParams)
 	}
 	return nil
+}
+
+// StepValues is about the number of values one example of a physical batch holds during a
+// training step (Decl.Values, plus the input): what, times the physical batch, a replica's
+// graph and buffers take beyond the parameters. MaxActivation bounds each layer's share, not
+// their sum over up to MaxStackLayers layers; the engine bounds the product (engine.Config).
+func (a Arch) StepValues() (float64, error) {
+	_, d, err := a.plan()
+	if err != nil {
+		return 0, err
+	}
+	return d.Values + float64(a.InputSize()), nil
 }
 
 // declCount counts d's values in float64, so that an absurd stack cannot overflow the count.

@@ -653,3 +653,46 @@ func BenchmarkFakeGaussian(b *testing.B) {
 		}
 	}
 }
+
+// TestScaleRowsClipScaleRow: the device's scaled error rows are kernels.ClipScaleRow's bit
+// for bit, where float32(c) is subnormal (c < 2⁻¹²⁶: a record of huge activations) and where
+// c is normal but the product is subnormal (tiny errors), and never above c·|v| there: the
+// naive float32(c)·v rounds c between 2⁻¹⁵⁰ and 2⁻¹⁴⁹ up to 2⁻¹⁴⁹, twice c.
+func TestScaleRowsClipScaleRow(t *testing.T) {
+	d := openFake(t)
+	const h = 7
+	coefs := []float64{0x1.8p-150, 0x1.2p-149, 0x1.fp-149, 0x1.4p-140, 0x1.ffp-127, 0x1.3p-126, 3e-30, 0.37, 1e-3, 1, 0}
+	vals := []float32{1, -1, 0.6, -0.75, 3e-10, -5e-12, 1e-30, 7e-39, 0, float32(math.Copysign(0, -1)), 123456.7, -3.4e38}
+	b := len(coefs) * len(vals)
+	e, c := make([]float32, b*h), make([]float64, b)
+	for i := range b {
+		c[i] = coefs[i%len(coefs)]
+		for j := range h {
+			e[i*h+j] = vals[(i/len(coefs)+j)%len(vals)] * float32(1+j) / float32(h)
+		}
+	}
+	want := make([]float32, b*h)
+	for i := range b {
+		switch c[i] {
+		case 0:
+		case 1:
+			copy(want[i*h:(i+1)*h], e[i*h:(i+1)*h])
+		default:
+			kernels.ClipScaleRow(want[i*h:(i+1)*h], e[i*h:(i+1)*h], c[i])
+		}
+	}
+	S := mustAlloc(t, d, b*h*4)
+	if err := d.ScaleRows(S, upload(t, d, e), b, h, upload(t, d, c)); err != nil {
+		t.Fatal(err)
+	}
+	got := download[float32](t, d, S, b*h)
+	for k := range got {
+		i := k / h
+		if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+			t.Errorf("c = %v, v = %v: device %v (%#x), CPU %v (%#x)", c[i], e[k], got[k], math.Float32bits(got[k]), want[k], math.Float32bits(want[k]))
+		}
+		if c[i] != 1 && math.Abs(float64(got[k])) > c[i]*math.Abs(float64(e[k]))*(1+0x1p-23) {
+			t.Errorf("c = %v, v = %v: |device| %v above c·|v| = %v", c[i], e[k], got[k], c[i]*math.Abs(float64(e[k])))
+		}
+	}
+}

@@ -358,11 +358,47 @@ KERNEL void clip_coef(double* coef, const double* norm2, const double* mask, dou
 	}
 }
 
-/* dst[i·cols+j] = c[i]·src[i·cols+j] as float (row i exactly 0 where c[i] = 0; dst may be src). */
+DEVFN u32 f2u(float x) { union { float f; u32 u; } v; v.f = x; return v.u; }
+DEVFN float u2f(u32 x) { union { float f; u32 u; } v; v.u = x; return v.f; }
+
+/* The exact product c·v rounded toward zero to float (kernels mulTowardZero32): c·v rounded
+   to nearest in double, rounded to float, and moved one step toward zero when that is above
+   the exact product (decided by the FMA residual where the roundings tie). */
+DEVFN float mul_toward_zero_f32(double c, float v) {
+	double x = (double)v;
+	double q = c * x;
+	float f = (float)q;
+	if (f == 0) return f;
+	double af = (double)f < 0 ? -(double)f : (double)f, aq = q < 0 ? -q : q;
+	int above = af > aq;
+	if (!above && af == aq) {
+		double r = FMA(c, x, -q);
+		above = r != 0 && ((r < 0) != (q < 0));
+	}
+	return above ? u2f(f2u(f) - 1u) : f;
+}
+
+/* dst[i·cols+j] = c[i]·src[i·cols+j] as float (kernels.ClipScaleRow, bit for bit): row i
+   exactly 0 where c[i] = 0, copied where c[i] = 1; otherwise float(c)·src rounded to nearest
+   where float(c) is normal and that product normal or zero, else the exact product rounded
+   toward zero, so that |dst| ≤ c·|src| where float(c) or the product has no relative accuracy
+   (a record of huge activations gets a subnormal c: float(c) alone can be twice c). dst may
+   be src. */
 KERNEL void scale_rows_f32(float* dst, const float* src, int rows, int cols, const double* c) {
 	GSTRIDE_LOOP(k, (i64)rows * cols) {
 		double ci = c[k / cols];
-		dst[k] = ci == 0 ? 0.0f : (ci == 1 ? src[k] : (float)ci * src[k]);
+		float v = src[k], p;
+		if (ci == 0) {
+			p = 0.0f;
+		} else if (ci == 1) {
+			p = v;
+		} else if (ci < 0x1p-126) {
+			p = mul_toward_zero_f32(ci, v);
+		} else {
+			p = (float)ci * v;
+			if ((f2u(p) & 0x7fffffffu) - 1u < (1u << 23) - 1u) p = mul_toward_zero_f32(ci, v);
+		}
+		dst[k] = p;
 	}
 }
 
