@@ -126,11 +126,7 @@ func (op *pointOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *pointOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *pointOp) String() string {
-	d := ""
-	if op.diff {
-		d = "Grad"
-	}
-	return fmt.Sprintf("%s%s{%g,%g,%g %v}", d, op.fn, op.scale, op.temp, op.offset, op.shape)
+	return fmt.Sprintf("%s%s{%g,%g,%g %v}", gradPrefix(op.diff), op.fn, op.scale, op.temp, op.offset, op.shape)
 }
 
 func (op *pointOp) DiffWRT(int) []bool { return []bool{true} }

@@ -174,11 +174,7 @@ func (op *normOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *normOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *normOp) String() string {
-	d := ""
-	if op.diff {
-		d = "Grad"
-	}
-	return fmt.Sprintf("%sNorm{b=%d p=%d c=%d g=%d}", d, op.b, op.p, op.c, op.groups)
+	return fmt.Sprintf("%sNorm{b=%d p=%d c=%d g=%d}", gradPrefix(op.diff), op.b, op.p, op.c, op.groups)
 }
 
 func (op *normOp) DiffWRT(int) []bool { return []bool{true} }

@@ -34,8 +34,16 @@ func hashOf(op fmt.Stringer) uint32 {
 	return h.Sum32()
 }
 
+// gradPrefix starts the String of a gradient op (diff set) whose type is its forward op's.
+func gradPrefix(diff bool) string {
+	if diff {
+		return "Grad"
+	}
+	return ""
+}
+
 // denseInputs returns an op's inputs as dense tensors, after checking that there are
-// len(sizes) of them and that input i holds sizes[i] values (a negative size is not checked).
+// len(sizes) of them and that input i holds sizes[i] values.
 func denseInputs(op fmt.Stringer, inputs []G.Value, sizes ...int) ([]*tensor.Dense, error) {
 	if len(inputs) != len(sizes) {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), len(sizes))
@@ -46,7 +54,7 @@ func denseInputs(op fmt.Stringer, inputs []G.Value, sizes ...int) ([]*tensor.Den
 		if !ok {
 			return nil, fmt.Errorf("%v: input %d is %T, want a dense tensor", op, i, v)
 		}
-		if sizes[i] >= 0 && t.Shape().TotalSize() != sizes[i] {
+		if t.Shape().TotalSize() != sizes[i] {
 			return nil, fmt.Errorf("%v: input %d has shape %v, want %d values", op, i, t.Shape(), sizes[i])
 		}
 		in[i] = t
