@@ -28,6 +28,7 @@ import (
 // Each element depends on its own element only, so rows stay apart (xentop.go's audit). Both
 // ops write into buffers of their own (ownBuf).
 type actOp struct {
+	opBase
 	act  Activation
 	r, c int
 	out  ownBuf
@@ -45,45 +46,26 @@ func newActOp(act Activation, s tensor.Shape) (*actOp, error) {
 
 func (op *actOp) Arity() int { return 1 }
 
-func (op *actOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t)
-}
+func (op *actOp) Type() hm.Type { return tensorFnType(2, 1) }
 
 func (op *actOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{op.r, op.c}, nil
 }
 
 func (op *actOp) Do(inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != 1 {
-		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
-	}
-	z, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T, want a dense tensor", op, inputs[0])
-	}
-	if z.Shape().TotalSize() != op.r*op.c {
-		return nil, fmt.Errorf("%v: input shape %v", op, z.Shape())
-	}
-	out, err := op.out.get(z.Dtype(), op.r, op.c)
-	if err != nil {
-		return nil, fmt.Errorf("%v: %w", op, err)
-	}
-	switch zd := z.Data().(type) {
-	case []float32:
-		actForward(op.act, out.Data().([]float32), zd, math32.Tanh)
-	case []float64:
-		actForward(op.act, out.Data().([]float64), zd, math.Tanh)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, z.Dtype())
-	}
-	return out, nil
+	return bufDo(op, &op.out, op.r, op.c, inputs, []int{op.r * op.c}, actKernel[float32], actKernel[float64])
 }
 
-func (op *actOp) ReturnsPtr() bool      { return false }
-func (op *actOp) CallsExtern() bool     { return false }
-func (op *actOp) OverwritesInput() int  { return -1 }
-func (op *actOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+// actKernel is actForward with the dtype's tanh.
+func actKernel[T float32 | float64](op *actOp, out []T, in [][]T) {
+	tanh, ok := any(math32.Tanh).(func(T) T)
+	if !ok {
+		tanh = any(math.Tanh).(func(T) T)
+	}
+	actForward(op.act, out, in[0], tanh)
+}
+
+func (op *actOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *actOp) Hashcode() uint32      { return hashOf(op) }
 func (op *actOp) String() string        { return fmt.Sprintf("Act{%s %d×%d}", op.act, op.r, op.c) }
 
@@ -98,69 +80,34 @@ func (op *actOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) 
 	if op.act == ReLU {
 		from = inputs[0]
 	}
-	dz, err := G.ApplyOp(&actDiffOp{fwd: op}, from, grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dz}, nil
+	return gradAt(0, 1, &actDiffOp{fwd: op}, from, grad)
 }
 
 // actDiffOp computes ∂L/∂z from z (ReLU) or y (tanh) and ∂L/∂y.
 type actDiffOp struct {
+	opBase
 	fwd *actOp
 	out ownBuf
 }
 
 func (d *actDiffOp) Arity() int { return 2 }
 
-func (d *actDiffOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t, t)
-}
+func (d *actDiffOp) Type() hm.Type { return tensorFnType(2, 2) }
 
 func (d *actDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{d.fwd.r, d.fwd.c}, nil
 }
 
 func (d *actDiffOp) Do(inputs ...G.Value) (G.Value, error) {
-	op := d.fwd
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
-	}
-	v, dy, err := denseArgs2(d, inputs)
-	if err != nil {
-		return nil, err
-	}
-	if v.Shape().TotalSize() != op.r*op.c || dy.Shape().TotalSize() != op.r*op.c {
-		return nil, fmt.Errorf("%v: shapes %v and %v", d, v.Shape(), dy.Shape())
-	}
-	out, err := d.out.get(v.Dtype(), op.r, op.c)
-	if err != nil {
-		return nil, fmt.Errorf("%v: %w", d, err)
-	}
-	switch vd := v.Data().(type) {
-	case []float32:
-		g, ok := dy.Data().([]float32)
-		if !ok {
-			return nil, fmt.Errorf("%v: mixed dtypes", d)
-		}
-		actBackward(op.act, out.Data().([]float32), vd, g)
-	case []float64:
-		g, ok := dy.Data().([]float64)
-		if !ok {
-			return nil, fmt.Errorf("%v: mixed dtypes", d)
-		}
-		actBackward(op.act, out.Data().([]float64), vd, g)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", d, v.Dtype())
-	}
-	return out, nil
+	n := d.fwd.r * d.fwd.c
+	return bufDo(d, &d.out, d.fwd.r, d.fwd.c, inputs, []int{n, n}, actDiffKernel[float32], actDiffKernel[float64])
 }
 
-func (d *actDiffOp) ReturnsPtr() bool      { return false }
-func (d *actDiffOp) CallsExtern() bool     { return false }
-func (d *actDiffOp) OverwritesInput() int  { return -1 }
-func (d *actDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+func actDiffKernel[T float32 | float64](d *actDiffOp, out []T, in [][]T) {
+	actBackward(d.fwd.act, out, in[0], in[1])
+}
+
+func (d *actDiffOp) WriteHash(h hash.Hash) { writeHash(h, d) }
 func (d *actDiffOp) Hashcode() uint32      { return hashOf(d) }
 func (d *actDiffOp) String() string        { return "Grad" + d.fwd.String() }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"slices"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -61,6 +62,7 @@ func (l *Act) Forward(b *Builder, x *G.Node, _ Shape) (*G.Node, error) {
 
 // pointOp applies a pointwise function; its gradient op (pointDiffOp) multiplies ∂L/∂y by f′(x).
 type pointOp struct {
+	opBase
 	fn                  string
 	scale, temp, offset float64
 	shape               tensor.Shape
@@ -93,79 +95,38 @@ func (op *pointOp) Arity() int {
 	return 1
 }
 
-func (op *pointOp) Type() hm.Type {
-	t := G.TensorType{Dims: len(op.shape), Of: hm.TypeVariable('a')}
-	if op.diff {
-		return hm.NewFnType(t, t, t)
-	}
-	return hm.NewFnType(t, t)
-}
+func (op *pointOp) Type() hm.Type { return tensorFnType(len(op.shape), op.Arity()) }
 
 func (op *pointOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
 
-func (op *pointOp) Do(inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), op.Arity())
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T", op, inputs[0])
-	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.shape...))
-	return op.UsePreallocDo(out, inputs...)
-}
+func (op *pointOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(op, nil, inputs) }
 
+// UsePreallocDo: the inputs are x, and with diff ∂L/∂y, each of the op's shape.
 func (op *pointOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("%v: bad arguments", op)
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok || x.Shape().TotalSize() != op.shape.TotalSize() {
-		return nil, fmt.Errorf("%v: input %v", op, inputs[0].Shape())
-	}
-	var dy *tensor.Dense
-	if op.diff {
-		if dy, ok = inputs[1].(*tensor.Dense); !ok || dy.Shape().TotalSize() != op.shape.TotalSize() {
-			return nil, fmt.Errorf("%v: gradient %v", op, inputs[1].Shape())
-		}
-	}
-	switch xd := x.Data().(type) {
-	case []float32:
-		pointApply(op, out.Data().([]float32), xd, dy)
-	case []float64:
-		pointApply(op, out.Data().([]float64), xd, dy)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
-	}
-	return out, nil
+	sizes := slices.Repeat([]int{op.shape.TotalSize()}, op.Arity())
+	return preallocDo(op, prealloc, inputs, sizes, pointApply[float32], pointApply[float64])
 }
 
-func pointApply[T float32 | float64](op *pointOp, out, x []T, dy *tensor.Dense) {
+// pointApply sets out = f(x), or with diff out = ∂L/∂y·f′(x); in is x (and ∂L/∂y).
+func pointApply[T float32 | float64](op *pointOp, out []T, in [][]T) {
+	x := in[0]
 	if !op.diff {
 		for j, v := range x {
 			out[j] = T(op.f(float64(v)))
 		}
 		return
 	}
-	g := dy.Data().([]T)
+	g := in[1]
 	for j, v := range x {
 		out[j] = g[j] * T(op.df(float64(v)))
 	}
 }
 
-func (op *pointOp) ReturnsPtr() bool      { return false }
-func (op *pointOp) CallsExtern() bool     { return false }
-func (op *pointOp) OverwritesInput() int  { return -1 }
-func (op *pointOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *pointOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *pointOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *pointOp) String() string {
-	d := ""
-	if op.diff {
-		d = "Grad"
-	}
-	return fmt.Sprintf("%s%s{%g,%g,%g %v}", d, op.fn, op.scale, op.temp, op.offset, op.shape)
+	return fmt.Sprintf("%s%s{%g,%g,%g %v}", gradPrefix(op.diff), op.fn, op.scale, op.temp, op.offset, op.shape)
 }
 
 func (op *pointOp) DiffWRT(int) []bool { return []bool{true} }
@@ -176,9 +137,5 @@ func (op *pointOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 	}
 	d := *op
 	d.diff = true
-	dx, err := G.ApplyOp(&d, inputs[0], grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx}, nil
+	return gradAt(0, 1, &d, inputs[0], grad)
 }

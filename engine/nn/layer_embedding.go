@@ -63,16 +63,14 @@ func tokenID(v float64, n int) int {
 // embedOp looks up B×L ids in a V×D table, giving (B·L)×D rows; with scatter set it is the
 // table's gradient op instead: inputs the ids and ∂L/∂out, output V×D, Σ of the rows of each id.
 type embedOp struct {
+	opBase
 	b, l, v, d int
 	scatter    bool
 }
 
 func (op *embedOp) Arity() int { return 2 }
 
-func (op *embedOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t, t)
-}
+func (op *embedOp) Type() hm.Type { return tensorFnType(2, 2) }
 
 func (op *embedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	if op.scatter {
@@ -81,43 +79,20 @@ func (op *embedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{op.b * op.l, op.d}, nil
 }
 
-func (op *embedOp) Do(inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(inputs))
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T", op, inputs[0])
-	}
-	s, _ := op.InferShape()
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(s...))
-	return op.UsePreallocDo(out, inputs...)
-}
+func (op *embedOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(op, nil, inputs) }
 
+// UsePreallocDo: the inputs are the B×L ids and the table (V×D), or with scatter ∂L/∂out
+// ((B·L)×D).
 func (op *embedOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
-	x, y, out, err := binaryArgs(op, prealloc, inputs)
-	if err != nil {
-		return nil, err
-	}
-	if x.Shape().TotalSize() != op.b*op.l {
-		return nil, fmt.Errorf("%v: ids %v", op, x.Shape())
-	}
 	want := op.v * op.d
 	if op.scatter {
 		want = op.b * op.l * op.d
 	}
-	if y.Shape().TotalSize() != want {
-		return nil, fmt.Errorf("%v: second input %v", op, y.Shape())
-	}
-	switch xd := x.Data().(type) {
-	case []float32:
-		embedApply(op, out.Data().([]float32), xd, y.Data().([]float32))
-	case []float64:
-		embedApply(op, out.Data().([]float64), xd, y.Data().([]float64))
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
-	}
-	return out, nil
+	return preallocDo(op, prealloc, inputs, []int{op.b * op.l, want}, embedKernel[float32], embedKernel[float64])
+}
+
+func embedKernel[T float32 | float64](op *embedOp, out []T, in [][]T) {
+	embedApply(op, out, in[0], in[1])
 }
 
 func embedApply[T float32 | float64](op *embedOp, out, ids, y []T) {
@@ -144,10 +119,7 @@ func embedApply[T float32 | float64](op *embedOp, out, ids, y []T) {
 	}
 }
 
-func (op *embedOp) ReturnsPtr() bool      { return false }
-func (op *embedOp) CallsExtern() bool     { return false }
-func (op *embedOp) OverwritesInput() int  { return -1 }
-func (op *embedOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *embedOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *embedOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *embedOp) String() string {
@@ -167,9 +139,5 @@ func (op *embedOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 	}
 	s := *op
 	s.scatter = true
-	dt, err := G.ApplyOp(&s, inputs[0], grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{nil, dt}, nil
+	return gradAt(1, 2, &s, inputs[0], grad)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"slices"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -84,6 +85,7 @@ func (l *Norm) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
 // Its gradient op (diff set; inputs x and ∂L/∂x̂) is
 // ∂L/∂x = (∂L/∂x̂ − mean(∂L/∂x̂) − x̂·mean(∂L/∂x̂ ⊙ x̂)) / √(σ² + ε), means over the group.
 type normOp struct {
+	opBase
 	b, p, c, groups int
 	diff            bool
 }
@@ -95,62 +97,27 @@ func (op *normOp) Arity() int {
 	return 1
 }
 
-func (op *normOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	if op.diff {
-		return hm.NewFnType(t, t, t)
-	}
-	return hm.NewFnType(t, t)
-}
+func (op *normOp) Type() hm.Type { return tensorFnType(2, op.Arity()) }
 
 func (op *normOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{op.b * op.p, op.c}, nil
 }
 
-func (op *normOp) Do(inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), op.Arity())
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T", op, inputs[0])
-	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.b*op.p, op.c))
-	return op.UsePreallocDo(out, inputs...)
-}
+func (op *normOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(op, nil, inputs) }
 
+// UsePreallocDo: the inputs are x, and with diff ∂L/∂x̂, each (B·P)×C.
 func (op *normOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
-	out, ok := prealloc.(*tensor.Dense)
-	n := op.b * op.p * op.c
-	if !ok || len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("%v: bad arguments", op)
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok || x.Shape().TotalSize() != n {
-		return nil, fmt.Errorf("%v: input %v", op, inputs[0].Shape())
-	}
-	var dy *tensor.Dense
-	if op.diff {
-		if dy, ok = inputs[1].(*tensor.Dense); !ok || dy.Shape().TotalSize() != n {
-			return nil, fmt.Errorf("%v: gradient %v", op, inputs[1].Shape())
-		}
-	}
-	switch xd := x.Data().(type) {
-	case []float32:
-		normApply(op, out.Data().([]float32), xd, dy)
-	case []float64:
-		normApply(op, out.Data().([]float64), xd, dy)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
-	}
-	return out, nil
+	sizes := slices.Repeat([]int{op.b * op.p * op.c}, op.Arity())
+	return preallocDo(op, prealloc, inputs, sizes, normApply[float32], normApply[float64])
 }
 
-// normApply runs the forward pass (dy nil) or the gradient, example by example, in float64.
-func normApply[T float32 | float64](op *normOp, out, x []T, dy *tensor.Dense) {
+// normApply runs the forward pass (in = x) or, with diff, the gradient (in = x, ∂L/∂x̂),
+// example by example, in float64.
+func normApply[T float32 | float64](op *normOp, out []T, in [][]T) {
+	x := in[0]
 	var g []T
-	if dy != nil {
-		g = dy.Data().([]T)
+	if op.diff {
+		g = in[1]
 	}
 	per := op.p * op.c
 	cg := op.c / op.groups
@@ -203,18 +170,11 @@ func normApply[T float32 | float64](op *normOp, out, x []T, dy *tensor.Dense) {
 	})
 }
 
-func (op *normOp) ReturnsPtr() bool      { return false }
-func (op *normOp) CallsExtern() bool     { return false }
-func (op *normOp) OverwritesInput() int  { return -1 }
-func (op *normOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *normOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *normOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *normOp) String() string {
-	d := ""
-	if op.diff {
-		d = "Grad"
-	}
-	return fmt.Sprintf("%sNorm{b=%d p=%d c=%d g=%d}", d, op.b, op.p, op.c, op.groups)
+	return fmt.Sprintf("%sNorm{b=%d p=%d c=%d g=%d}", gradPrefix(op.diff), op.b, op.p, op.c, op.groups)
 }
 
 func (op *normOp) DiffWRT(int) []bool { return []bool{true} }
@@ -225,11 +185,7 @@ func (op *normOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	}
 	d := *op
 	d.diff = true
-	dx, err := G.ApplyOp(&d, inputs[0], grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx}, nil
+	return gradAt(0, 1, &d, inputs[0], grad)
 }
 
 // BatchNorm is refused: it normalizes each value by statistics of the whole batch, so one

@@ -108,6 +108,7 @@ func (l *Flatten) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
 
 // flattenOp copies an m×n matrix into a b×(m·n/b) one (back, with back set: its gradient).
 type flattenOp struct {
+	opBase
 	rows, cols, b int
 	back          bool
 }
@@ -122,45 +123,23 @@ func (op *flattenOp) shapes() (in, out tensor.Shape) {
 
 func (op *flattenOp) Arity() int { return 1 }
 
-func (op *flattenOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t)
-}
+func (op *flattenOp) Type() hm.Type { return tensorFnType(2, 1) }
 
 func (op *flattenOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	_, out := op.shapes()
 	return out, nil
 }
 
-func (op *flattenOp) Do(inputs ...G.Value) (G.Value, error) {
-	if len(inputs) != 1 {
-		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
-	}
-	_, out := op.shapes()
-	return op.UsePreallocDo(tensor.New(tensor.Of(inputs[0].Dtype()), tensor.WithShape(out...)), inputs...)
-}
+func (op *flattenOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(op, nil, inputs) }
 
 func (op *flattenOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
 	in, _ := op.shapes()
-	out, ok := prealloc.(*tensor.Dense)
-	if len(inputs) != 1 || !ok || inputs[0].Shape().TotalSize() != in.TotalSize() {
-		return nil, fmt.Errorf("%v: bad arguments", op)
-	}
-	switch d := inputs[0].Data().(type) {
-	case []float32:
-		copy(out.Data().([]float32), d)
-	case []float64:
-		copy(out.Data().([]float64), d)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, inputs[0].Dtype())
-	}
-	return out, nil
+	return preallocDo(op, prealloc, inputs, []int{in.TotalSize()}, flattenKernel[float32], flattenKernel[float64])
 }
 
-func (op *flattenOp) ReturnsPtr() bool      { return false }
-func (op *flattenOp) CallsExtern() bool     { return false }
-func (op *flattenOp) OverwritesInput() int  { return -1 }
-func (op *flattenOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func flattenKernel[T float32 | float64](_ *flattenOp, out []T, in [][]T) { copy(out, in[0]) }
+
+func (op *flattenOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *flattenOp) Hashcode() uint32      { return hashOf(op) }
 func (op *flattenOp) String() string {
 	return fmt.Sprintf("Flatten{%d×%d b=%d back=%v}", op.rows, op.cols, op.b, op.back)
@@ -173,9 +152,5 @@ func (op *flattenOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 	}
 	d := *op
 	d.back = true
-	dx, err := G.ApplyOp(&d, grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx}, nil
+	return gradAt(0, 1, &d, grad)
 }

@@ -25,6 +25,7 @@ import (
 // each window (ties broken by scan order, as in the forward pass); the patches gradient adds
 // every patch entry back to the pixel it was copied from.
 type rowsOp struct {
+	opBase
 	pool    bool // true: max pool; false: patches
 	avg     bool // with pool: average instead of maximum
 	b, h, w int  // input geometry (per example h×w positions)
@@ -56,65 +57,28 @@ func (op *rowsOp) outCols() int {
 
 func (op *rowsOp) Arity() int { return 1 }
 
-func (op *rowsOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t)
-}
+func (op *rowsOp) Type() hm.Type { return tensorFnType(2, 1) }
 
 func (op *rowsOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{op.b * op.oh * op.ow, op.outCols()}, nil
 }
 
-func (op *rowsOp) Do(inputs ...G.Value) (G.Value, error) {
-	x, err := op.check(inputs, 1)
-	if err != nil {
-		return nil, err
-	}
-	out, err := op.out.get(x.Dtype(), op.b*op.oh*op.ow, op.outCols())
-	if err != nil {
-		return nil, fmt.Errorf("%v: %w", op, err)
-	}
-	return op.UsePreallocDo(out, inputs...)
-}
+func (op *rowsOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(op, &op.out, inputs) }
 
 func (op *rowsOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
-	x, err := op.check(inputs, 1)
-	if err != nil {
-		return nil, err
+	r := op.b * op.h * op.w
+	if len(inputs) == 1 && !isMatrix(inputs[0].Shape(), r, op.c) {
+		return nil, fmt.Errorf("%v: input shape %v, want (%d, %d)", op, inputs[0].Shape(), r, op.c)
 	}
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: preallocated value is %T", op, prealloc)
-	}
-	switch xd := x.Data().(type) {
-	case []float32:
-		rowsForward(op, out.Data().([]float32), xd)
-	case []float64:
-		rowsForward(op, out.Data().([]float64), xd)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", op, x.Dtype())
-	}
-	return out, nil
+	return preallocDo(op, prealloc, inputs, []int{r * op.c}, rowsKernel[float32], rowsKernel[float64])
 }
 
-func (op *rowsOp) check(inputs []G.Value, n int) (*tensor.Dense, error) {
-	if len(inputs) != n {
-		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(inputs), n)
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T, want a dense tensor", op, inputs[0])
-	}
-	if s := x.Shape(); len(s) != 2 || s[0] != op.b*op.h*op.w || s[1] != op.c {
-		return nil, fmt.Errorf("%v: input shape %v, want (%d, %d)", op, s, op.b*op.h*op.w, op.c)
-	}
-	return x, nil
-}
+func rowsKernel[T float32 | float64](op *rowsOp, out []T, in [][]T) { rowsForward(op, out, in[0]) }
 
-func (op *rowsOp) ReturnsPtr() bool      { return false }
-func (op *rowsOp) CallsExtern() bool     { return false }
-func (op *rowsOp) OverwritesInput() int  { return -1 }
-func (op *rowsOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+// isMatrix reports whether s is r×c.
+func isMatrix(s tensor.Shape, r, c int) bool { return len(s) == 2 && s[0] == r && s[1] == c }
+
+func (op *rowsOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *rowsOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op *rowsOp) String() string {
@@ -135,71 +99,41 @@ func (op *rowsOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(inputs))
 	}
 	op.keepArg = op.pool && !op.avg
-	dx, err := G.ApplyOp(&rowsDiffOp{fwd: op}, inputs[0], grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dx}, nil
+	return gradAt(0, 1, &rowsDiffOp{fwd: op}, inputs[0], grad)
 }
 
 // rowsDiffOp computes ∂L/∂x from the forward input x and ∂L/∂y.
 type rowsDiffOp struct {
+	opBase
 	fwd *rowsOp
 	out ownBuf
 }
 
 func (d *rowsDiffOp) Arity() int { return 2 }
 
-func (d *rowsDiffOp) Type() hm.Type {
-	t := G.TensorType{Dims: 2, Of: hm.TypeVariable('a')}
-	return hm.NewFnType(t, t, t)
-}
+func (d *rowsDiffOp) Type() hm.Type { return tensorFnType(2, 2) }
 
 func (d *rowsDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	op := d.fwd
 	return tensor.Shape{op.b * op.h * op.w, op.c}, nil
 }
 
-func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) {
-	op := d.fwd
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", d, len(inputs))
-	}
-	x, ok := inputs[0].(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%v: input is %T", d, inputs[0])
-	}
-	out, err := d.out.get(x.Dtype(), op.b*op.h*op.w, op.c)
-	if err != nil {
-		return nil, fmt.Errorf("%v: %w", d, err)
-	}
-	return d.UsePreallocDo(out, inputs...)
-}
+func (d *rowsDiffOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(d, &d.out, inputs) }
 
 func (d *rowsDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
 	op := d.fwd
-	x, dy, out, err := binaryArgs(d, prealloc, inputs)
-	if err != nil {
-		return nil, err
+	r := op.b * op.oh * op.ow
+	if len(inputs) == 2 && !isMatrix(inputs[1].Shape(), r, op.outCols()) {
+		return nil, fmt.Errorf("%v: gradient shape %v, want (%d, %d)", d, inputs[1].Shape(), r, op.outCols())
 	}
-	if s := dy.Shape(); len(s) != 2 || s[0] != op.b*op.oh*op.ow || s[1] != op.outCols() {
-		return nil, fmt.Errorf("%v: gradient shape %v", d, s)
-	}
-	switch xd := x.Data().(type) {
-	case []float32:
-		rowsBackward(op, out.Data().([]float32), xd, dy.Data().([]float32))
-	case []float64:
-		rowsBackward(op, out.Data().([]float64), xd, dy.Data().([]float64))
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", d, x.Dtype())
-	}
-	return out, nil
+	return preallocDo(d, prealloc, inputs, []int{op.b * op.h * op.w * op.c, r * op.outCols()}, rowsDiffKernel[float32], rowsDiffKernel[float64])
 }
 
-func (d *rowsDiffOp) ReturnsPtr() bool      { return false }
-func (d *rowsDiffOp) CallsExtern() bool     { return false }
-func (d *rowsDiffOp) OverwritesInput() int  { return -1 }
-func (d *rowsDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+func rowsDiffKernel[T float32 | float64](d *rowsDiffOp, out []T, in [][]T) {
+	rowsBackward(d.fwd, out, in[0], in[1])
+}
+
+func (d *rowsDiffOp) WriteHash(h hash.Hash) { writeHash(h, d) }
 func (d *rowsDiffOp) Hashcode() uint32      { return hashOf(d) }
 func (d *rowsDiffOp) String() string        { return "Grad" + d.fwd.String() }
 

@@ -75,7 +75,10 @@ import (
 // batch (kernels.SqNorm now sums in a fixed order). The adversarial-record test in package
 // engine checks that every other record's clip coefficient, activations and errors are
 // bit-identical with and without a hostile record, at every position.
-type xentOp struct{ b, k int }
+type xentOp struct {
+	opBase
+	b, k int
+}
 
 func (op *xentOp) Arity() int { return 2 }
 
@@ -90,47 +93,25 @@ func (op *xentOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op *xentOp) Do(inputs ...G.Value) (G.Value, error) {
-	z, y, err := op.args(inputs)
+	in, err := denseInputs(op, inputs, op.b*op.k, op.b*op.k)
 	if err != nil {
 		return nil, err
 	}
-	switch zd := z.Data().(type) {
-	case []float32:
-		yd, ok := y.Data().([]float32)
-		if !ok {
-			return nil, fmt.Errorf("%v: labels are %v, logits float32", op, y.Dtype())
-		}
-		return G.NewF32(float32(xentLoss(zd, yd, op.b, op.k))), nil
-	case []float64:
-		yd, ok := y.Data().([]float64)
-		if !ok {
-			return nil, fmt.Errorf("%v: labels are %v, logits float64", op, y.Dtype())
-		}
-		return G.NewF64(xentLoss(zd, yd, op.b, op.k)), nil
+	var loss G.Value
+	_, err = floatDo(op, nil, in,
+		func(op *xentOp, _ []float32, in [][]float32) {
+			loss = G.NewF32(float32(xentLoss(in[0], in[1], op.b, op.k)))
+		},
+		func(op *xentOp, _ []float64, in [][]float64) {
+			loss = G.NewF64(xentLoss(in[0], in[1], op.b, op.k))
+		})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%v: dtype %v not supported", op, z.Dtype())
+	return loss, nil
 }
 
-// args checks the logits and labels: two dense B×K tensors.
-func (op *xentOp) args(inputs []G.Value) (z, y *tensor.Dense, err error) {
-	if len(inputs) < 2 {
-		return nil, nil, fmt.Errorf("%v: %d inputs, want at least 2", op, len(inputs))
-	}
-	z, ok1 := inputs[0].(*tensor.Dense)
-	y, ok2 := inputs[1].(*tensor.Dense)
-	if !ok1 || !ok2 {
-		return nil, nil, fmt.Errorf("%v: logits and labels must be dense tensors", op)
-	}
-	if z.Shape().TotalSize() != op.b*op.k || y.Shape().TotalSize() != op.b*op.k {
-		return nil, nil, fmt.Errorf("%v: shapes %v and %v, want %d×%d", op, z.Shape(), y.Shape(), op.b, op.k)
-	}
-	return z, y, nil
-}
-
-func (op *xentOp) ReturnsPtr() bool      { return false }
-func (op *xentOp) CallsExtern() bool     { return false }
-func (op *xentOp) OverwritesInput() int  { return -1 }
-func (op *xentOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op *xentOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *xentOp) Hashcode() uint32      { return hashOf(op) }
 func (op *xentOp) String() string        { return fmt.Sprintf("SoftmaxXent{%d×%d}", op.b, op.k) }
 
@@ -140,11 +121,7 @@ func (op *xentOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	if len(inputs) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(inputs))
 	}
-	dz, err := G.ApplyOp(&xentDiffOp{fwd: op}, inputs[0], inputs[1], grad)
-	if err != nil {
-		return nil, err
-	}
-	return G.Nodes{dz, nil}, nil
+	return gradAt(0, 2, &xentDiffOp{fwd: op}, inputs[0], inputs[1], grad)
 }
 
 // rowMaxSum returns a row's maximum m (NaN when the first logit is NaN; a later NaN leaves m
@@ -219,7 +196,10 @@ func anyNonZero[T ~float32 | ~float64](y []T) bool {
 }
 
 // xentDiffOp computes ∂L/∂Z from the logits, the labels and the upstream scalar gradient.
-type xentDiffOp struct{ fwd *xentOp }
+type xentDiffOp struct {
+	opBase
+	fwd *xentOp
+}
 
 func (d *xentDiffOp) Arity() int { return 3 }
 
@@ -233,26 +213,23 @@ func (d *xentDiffOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{d.fwd.b, d.fwd.k}, nil
 }
 
-func (d *xentDiffOp) Do(inputs ...G.Value) (G.Value, error) {
-	z, _, err := d.fwd.args(inputs)
-	if err != nil {
-		return nil, err
-	}
-	out := tensor.New(tensor.Of(z.Dtype()), tensor.WithShape(d.fwd.b, d.fwd.k))
-	return d.UsePreallocDo(out, inputs...)
-}
+func (d *xentDiffOp) Do(inputs ...G.Value) (G.Value, error) { return doInto(d, nil, inputs) }
 
 func (d *xentDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, error) {
 	if len(inputs) != 3 {
 		return nil, fmt.Errorf("%v: %d inputs, want 3", d, len(inputs))
 	}
-	z, y, err := d.fwd.args(inputs)
+	n := d.fwd.b * d.fwd.k
+	in, err := denseInputs(d, inputs[:2], n, n)
 	if err != nil {
 		return nil, err
 	}
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok || out.Shape().TotalSize() != d.fwd.b*d.fwd.k {
-		return nil, fmt.Errorf("%v: preallocated value %T", d, prealloc)
+	out, err := preallocDense(d, prealloc)
+	if err != nil {
+		return nil, err
+	}
+	if out.Shape().TotalSize() != n {
+		return nil, fmt.Errorf("%v: preallocated shape %v", d, out.Shape())
 	}
 	var g float64
 	switch v := inputs[2].Data().(type) {
@@ -263,31 +240,14 @@ func (d *xentDiffOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value
 	default:
 		return nil, fmt.Errorf("%v: upstream gradient is %T, want a scalar", d, inputs[2].Data())
 	}
-	b, k := d.fwd.b, d.fwd.k
-	switch zd := z.Data().(type) {
-	case []float32:
-		yd, ok1 := y.Data().([]float32)
-		od, ok2 := out.Data().([]float32)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%v: mixed dtypes", d)
-		}
-		xentGrad(od, zd, yd, b, k, g)
-	case []float64:
-		yd, ok1 := y.Data().([]float64)
-		od, ok2 := out.Data().([]float64)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%v: mixed dtypes", d)
-		}
-		xentGrad(od, zd, yd, b, k, g)
-	default:
-		return nil, fmt.Errorf("%v: dtype %v not supported", d, z.Dtype())
-	}
-	return out, nil
+	return floatDo(d, out, in, xentDiffKernel[float32](g), xentDiffKernel[float64](g))
 }
 
-func (d *xentDiffOp) ReturnsPtr() bool      { return false }
-func (d *xentDiffOp) CallsExtern() bool     { return false }
-func (d *xentDiffOp) OverwritesInput() int  { return -1 }
-func (d *xentDiffOp) WriteHash(h hash.Hash) { fmt.Fprint(h, d.String()) }
+// xentDiffKernel is xentGrad with the upstream gradient g.
+func xentDiffKernel[T float32 | float64](g float64) func(d *xentDiffOp, out []T, in [][]T) {
+	return func(d *xentDiffOp, out []T, in [][]T) { xentGrad(out, in[0], in[1], d.fwd.b, d.fwd.k, g) }
+}
+
+func (d *xentDiffOp) WriteHash(h hash.Hash) { writeHash(h, d) }
 func (d *xentDiffOp) Hashcode() uint32      { return hashOf(d) }
 func (d *xentDiffOp) String() string        { return "Grad" + d.fwd.String() }
