@@ -364,12 +364,17 @@ func Encode(a *Artifact) ([]byte, error) {
 
 // Save writes the artifact to w.
 func Save(w io.Writer, a *Artifact) error {
-	data, err := Encode(a)
+	return writeEncoded(w, a, Encode, "model")
+}
+
+// writeEncoded writes encode(a) to w; a write error is wrapped after "prefix: write:".
+func writeEncoded(w io.Writer, a *Artifact, encode func(*Artifact) ([]byte, error), prefix string) error {
+	data, err := encode(a)
 	if err != nil {
 		return err
 	}
 	if _, err := w.Write(data); err != nil {
-		return fmt.Errorf("model: write: %w", err)
+		return fmt.Errorf("%s: write: %w", prefix, err)
 	}
 	return nil
 }
