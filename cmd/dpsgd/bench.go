@@ -70,9 +70,7 @@ func benchEpochs(dataset string) int {
 func parseBenchSamplerFlags(args []string, stdout io.Writer) (*benchSamplerFlags, error) {
 	f := &benchSamplerFlags{}
 	fs := newFlagSet("dpsgd bench samplers")
-	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	addBuiltinDataFlags(fs, &f.dataset, &f.dataDir, &f.cacheDir)
 	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn (default: mlp, logreg for adult)")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (default: mnist 128, synthetic 64, adult 32)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu (default tanh)")
