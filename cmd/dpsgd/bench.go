@@ -17,7 +17,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
-	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -308,11 +307,8 @@ type benchSummary struct {
 
 func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseBenchSamplerFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	quiet := f.quiet || f.jsonOut
 	cfg, err := f.config(ctx)
@@ -412,11 +408,8 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.quiet, "quiet", false, "no table on stdout with --json")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
 	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd bench step [flags]\n\nTimes one DP-SGD step against one non-private step of the same model, interleaved, per batch size.")
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	orPreset(set["min-steps"], &f.minSteps, 5)
 	orPreset(set["min-time"], &f.minTime, 1.0)

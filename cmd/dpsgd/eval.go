@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,7 +9,6 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/model"
-	"github.com/spf13/pflag"
 )
 
 // evalJSON is what dpsgd eval prints. Keys are a contract (TestEvalSavedModel); add, never
@@ -113,11 +111,8 @@ func (f *evalFlags) ownTest(a *model.Artifact) (*datasets.Dataset, error) {
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseEvalFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	a, err := loadModel(f.model)
 	if err != nil {

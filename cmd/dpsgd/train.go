@@ -608,11 +608,8 @@ type trainJSON struct {
 
 func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseTrainFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	resumeFrom, err := f.ckptLoadResume()
 	if err != nil {
