@@ -348,40 +348,41 @@ func parseDecimal(s string) (float64, *numberError) {
 
 // isPlainDecimal reports whether s matches [+-]?(d+(\.d*)?|\.d+)([eE][+-]?d+)?.
 func isPlainDecimal(s string) bool {
-	i, n := 0, len(s)
-	if i < n && (s[i] == '+' || s[i] == '-') {
-		i++
-	}
-	digits := 0
-	for i < n && s[i] >= '0' && s[i] <= '9' {
-		i++
-		digits++
-	}
-	if i < n && s[i] == '.' {
-		i++
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-			digits++
-		}
+	i := skipSign(s, 0)
+	j := skipDigits(s, i)
+	digits := j - i
+	if i = j; i < len(s) && s[i] == '.' {
+		j = skipDigits(s, i+1)
+		digits += j - (i + 1)
+		i = j
 	}
 	if digits == 0 {
 		return false
 	}
-	if i < n && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < n && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		exp := 0
-		for i < n && s[i] >= '0' && s[i] <= '9' {
-			i++
-			exp++
-		}
-		if exp == 0 {
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i = skipSign(s, i+1)
+		if j = skipDigits(s, i); j == i {
 			return false
 		}
+		i = j
 	}
-	return i == n
+	return i == len(s)
+}
+
+// skipSign returns the index after an optional + or - at s[i].
+func skipSign(s string, i int) int {
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	return i
+}
+
+// skipDigits returns the index after the run of ASCII digits starting at s[i].
+func skipDigits(s string, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // clip shortens a value for an error message.

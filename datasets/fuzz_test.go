@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,6 +121,9 @@ func FuzzAdultCSV(f *testing.F) {
 	})
 }
 
+// plainDecimalRE is the oracle of isPlainDecimal: the pattern its doc comment states.
+var plainDecimalRE = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
 // FuzzAdultNumber: the numbers ReadAdultCSV accepts are exactly the plain decimals that
 // strconv.ParseFloat reads as finite, with ParseFloat's value; the rest are refused.
 func FuzzAdultNumber(f *testing.F) {
@@ -131,6 +135,9 @@ func FuzzAdultNumber(f *testing.F) {
 		v, nerr := parseAdultNumber(s)
 		pv, perr := strconv.ParseFloat(s, 64)
 		plain := isPlainDecimal(s)
+		if want := plainDecimalRE.MatchString(s); plain != want {
+			t.Fatalf("isPlainDecimal(%q) = %v, the regular expression says %v", s, plain, want)
+		}
 		switch {
 		case nerr != nil:
 			if plain && perr == nil && !math.IsNaN(pv) && !math.IsInf(pv, 0) {

@@ -62,6 +62,7 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/internal/atomicfile"
 	"github.com/dpsgd/dpsgd/internal/boundedio"
+	"github.com/dpsgd/dpsgd/internal/checksum"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"gorgonia.org/tensor"
 )
@@ -363,12 +364,17 @@ func Encode(a *Artifact) ([]byte, error) {
 
 // Save writes the artifact to w.
 func Save(w io.Writer, a *Artifact) error {
-	data, err := Encode(a)
+	return writeEncoded(w, a, Encode, "model")
+}
+
+// writeEncoded writes encode(a) to w; a write error is wrapped after "prefix: write:".
+func writeEncoded(w io.Writer, a *Artifact, encode func(*Artifact) ([]byte, error), prefix string) error {
+	data, err := encode(a)
 	if err != nil {
 		return err
 	}
 	if _, err := w.Write(data); err != nil {
-		return fmt.Errorf("model: write: %w", err)
+		return fmt.Errorf("%s: write: %w", prefix, err)
 	}
 	return nil
 }
@@ -431,14 +437,8 @@ func Decode(data []byte) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p) < sha256.Size {
-		return nil, formatErr("truncated: %d bytes where the %d-byte SHA-256 should be", len(p), sha256.Size)
-	}
-	if len(p) > sha256.Size {
-		return nil, formatErr("%d bytes of trailing data after the SHA-256", len(p)-sha256.Size)
-	}
-	if sum := sha256.Sum256(data[:len(data)-sha256.Size]); !bytes.Equal(sum[:], p) {
-		return nil, formatErr("corrupt: SHA-256 mismatch (the file was altered or damaged)")
+	if err := checksum.CheckTrailer(data, p, ErrFormat); err != nil {
+		return nil, err
 	}
 	a, err := decodeManifest(js, raw)
 	if err != nil {

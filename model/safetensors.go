@@ -290,14 +290,7 @@ func encodeSafetensors(names []string, ts []Tensor, meta map[string]string) ([]b
 // WriteSafetensors writes the artifact's parameters to w as a safetensors file
 // (EncodeSafetensors).
 func WriteSafetensors(w io.Writer, a *Artifact) error {
-	data, err := EncodeSafetensors(a)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		return fmt.Errorf("model: safetensors: write: %w", err)
-	}
-	return nil
+	return writeEncoded(w, a, EncodeSafetensors, "model: safetensors")
 }
 
 // ReadSafetensors reads a safetensors file of F32 and F64 tensors from r (DecodeSafetensors).

@@ -13,7 +13,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/sampler"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
-	"github.com/spf13/pflag"
 )
 
 // accountFlags are the flags of dpsgd account.
@@ -160,11 +159,8 @@ func cmdAccount(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return accountBall(args, stdout)
 	}
 	f, err := parseAccountFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	st, err := f.resolve()
 	if err != nil {

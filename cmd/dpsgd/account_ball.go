@@ -10,7 +10,6 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 	"github.com/dpsgd/dpsgd/privacy/ball"
-	"github.com/spf13/pflag"
 )
 
 // ballHeader is the --help text of dpsgd account --mechanism ball.
@@ -72,11 +71,8 @@ type ballReport struct {
 // after "account", --mechanism ball included.
 func accountBall(args []string, stdout io.Writer) error {
 	f, err := parseBallFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	cfg, err := f.config()
 	if err != nil {

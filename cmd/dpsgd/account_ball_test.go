@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/dpsgd/dpsgd/privacy/ball"
+	"github.com/spf13/pflag"
 )
 
 // ballJSON runs accountBall with args plus --json and decodes the object.
@@ -120,8 +122,13 @@ func TestAccountBallText(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := accountBall([]string{"--mechanism", "ball", "--help"}, &out); err != nil || !strings.Contains(out.String(), "--dim") {
+	// --help prints the help and passes pflag.ErrHelp up, which report maps to exit 0.
+	err := accountBall([]string{"--mechanism", "ball", "--help"}, &out)
+	if !errors.Is(err, pflag.ErrHelp) || !strings.Contains(out.String(), "--dim") {
 		t.Errorf("--help: %v\n%s", err, out.String())
+	}
+	if code := report(err, "account", io.Discard); code != 0 {
+		t.Errorf("--help: exit %d, want 0", code)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/personalized"
-	"github.com/spf13/pflag"
 )
 
 // persHeader is the --help text of dpsgd account --mechanism personalized.
@@ -97,10 +96,7 @@ func accountPersonalized(args []string, stdout io.Writer) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	var err error
 	if f.set, err = parseFlags(fs, args, stdout, persHeader); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	client, setting, err := f.resolve()
 	if err != nil {

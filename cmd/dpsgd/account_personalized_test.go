@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/dpsgd/dpsgd/privacy/personalized"
+	"github.com/spf13/pflag"
 )
 
 // persRun calls accountPersonalized with args after "--mechanism personalized".
@@ -89,9 +91,13 @@ func TestAccountPersonalizedOptions(t *testing.T) {
 	if err != nil || !strings.Contains(out, "[default]") || !strings.Contains(out, "selections  R = ") {
 		t.Errorf("text output (%v):\n%s", err, out)
 	}
+	// --help prints the help and passes pflag.ErrHelp up, which report maps to exit 0.
 	out, err = persRun("--help")
-	if err != nil || !strings.Contains(out, "--delta-tail") || !strings.Contains(out, "Required:") {
+	if !errors.Is(err, pflag.ErrHelp) || !strings.Contains(out, "--delta-tail") || !strings.Contains(out, "Required:") {
 		t.Errorf("--help (%v):\n%s", err, out)
+	}
+	if code := report(err, "account", io.Discard); code != 0 {
+		t.Errorf("--help: exit %d, want 0", code)
 	}
 }
 

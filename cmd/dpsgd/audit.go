@@ -12,7 +12,6 @@ import (
 
 	"github.com/dpsgd/dpsgd/audit"
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -235,10 +234,7 @@ func auditProgress(w io.Writer, quiet bool, sampler string, total int) (func(don
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseAuditFlags(args, stdout)
 	if err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	cfgs, err := f.auditConfigs(ctx)
 	if err != nil {

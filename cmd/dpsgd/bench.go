@@ -17,7 +17,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
-	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -70,9 +69,7 @@ func benchEpochs(dataset string) int {
 func parseBenchSamplerFlags(args []string, stdout io.Writer) (*benchSamplerFlags, error) {
 	f := &benchSamplerFlags{}
 	fs := newFlagSet("dpsgd bench samplers")
-	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist or adult")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	addBuiltinDataFlags(fs, &f.dataset, &f.dataDir, &f.cacheDir)
 	fs.StringVar(&f.model, "model", "", "logreg, mlp or cnn (default: mlp, logreg for adult)")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (default: mnist 128, synthetic 64, adult 32)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu (default tanh)")
@@ -310,11 +307,8 @@ type benchSummary struct {
 
 func benchSamplers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseBenchSamplerFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	quiet := f.quiet || f.jsonOut
 	cfg, err := f.config(ctx)
@@ -414,11 +408,8 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.quiet, "quiet", false, "no table on stdout with --json")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
 	set, err := parseFlags(fs, args, stdout, "Usage: dpsgd bench step [flags]\n\nTimes one DP-SGD step against one non-private step of the same model, interleaved, per batch size.")
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	orPreset(set["min-steps"], &f.minSteps, 5)
 	orPreset(set["min-time"], &f.minTime, 1.0)

@@ -44,6 +44,25 @@ func (d *dataFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&d.testSplit, "test-split", 0, "fraction of --data held out as the test set by a fixed public shuffle (the split, and so the training N, are public); default 0.2 without --test-data")
 }
 
+// dataDirCIFARUsage is the help of --data-dir where cifar10 is among the datasets (train and
+// eval).
+const dataDirCIFARUsage = "directory holding the dataset files (MNIST IDX, Adult CSV or CIFAR-10 batches); empty: --cache-dir, where mnist and adult are downloaded (cifar10 only with --download)"
+
+// addDataDirFlags registers --data-dir, with the help dataDirUsage (which names the datasets
+// the command reads), and --cache-dir.
+func addDataDirFlags(fs *pflag.FlagSet, dataDir, cacheDir *string, dataDirUsage string) {
+	fs.StringVar(dataDir, "data-dir", "", dataDirUsage)
+	fs.StringVar(cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+}
+
+// addBuiltinDataFlags registers --dataset (synthetic, mnist or adult; default synthetic),
+// --data-dir and --cache-dir: the data flags of the commands that read the built-in datasets
+// but not CIFAR-10 (bench samplers, federated).
+func addBuiltinDataFlags(fs *pflag.FlagSet, dataset, dataDir, cacheDir *string) {
+	fs.StringVar(dataset, "dataset", "synthetic", "synthetic, mnist or adult")
+	addDataDirFlags(fs, dataDir, cacheDir, "directory holding the dataset files (MNIST IDX or Adult CSV); empty: download into --cache-dir")
+}
+
 // resolveDataset infers --dataset from --data (idx with --labels, csv for a .csv or .csv.gz
 // name) and checks that the data flags fit the dataset.
 func (f *trainFlags) resolveDataset() error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,7 +9,6 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/model"
-	"github.com/spf13/pflag"
 )
 
 // evalJSON is what dpsgd eval prints. Keys are a contract (TestEvalSavedModel); add, never
@@ -58,8 +56,7 @@ func parseEvalFlags(args []string, stdout io.Writer) (*evalFlags, error) {
 	fs := newFlagSet("dpsgd eval")
 	fs.StringVar(&f.model, "model", "", "the model file (dpsgd train --save)")
 	fs.StringVar(&f.dataset, "dataset", "", "synthetic, mnist, adult or cifar10: the dataset whose test set to evaluate on (default: the model's)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX, Adult CSV or CIFAR-10 batches); empty: --cache-dir, where mnist and adult are downloaded (cifar10 only with --download)")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	addDataDirFlags(fs, &f.dataDir, &f.cacheDir, dataDirCIFARUsage)
 	addDownloadFlag(fs, &f.download)
 	fs.StringVar(&f.data, "data", "", "a model of your own data (csv or idx): the labelled test file, read with the model's schema (a CSV with its label column, or IDX images with --labels)")
 	fs.StringVar(&f.labels, "labels", "", "a model of idx data: the IDX labels file of --data")
@@ -114,11 +111,8 @@ func (f *evalFlags) ownTest(a *model.Artifact) (*datasets.Dataset, error) {
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseEvalFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	a, err := loadModel(f.model)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
-	"github.com/spf13/pflag"
 )
 
 // modelPreset is one --model preset: the one table that dpsgd train builds its model from
@@ -272,11 +271,8 @@ func parseModelsFlags(args []string, stdout io.Writer) (*modelsFlags, error) {
 // cmdModels is dpsgd models: the presets, their layers and parameter counts on a dataset.
 func cmdModels(_ context.Context, args []string, stdout, _ io.Writer) error {
 	f, err := parseModelsFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	list, err := listModels(f.dataset)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/internal/boundedio"
 	"github.com/dpsgd/dpsgd/model"
-	"github.com/spf13/pflag"
 )
 
 // maxPredictBytes bounds the --data file dpsgd predict reads (1 GiB).
@@ -313,10 +312,8 @@ func parsePredictFlags(args []string, stdout io.Writer) (*predictFlags, error) {
 
 func cmdPredict(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parsePredictFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	} else if err != nil {
-		return err
+	if err != nil {
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	a, err := loadModel(f.model)
 	if err != nil {

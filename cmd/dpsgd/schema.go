@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/internal/atomicfile"
-	"github.com/spf13/pflag"
 )
 
 const schemaHeader = `Usage: dpsgd schema --data FILE --label COLUMN [--out FILE]
@@ -34,11 +32,8 @@ func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) error
 	maxCat := fs.Int("max-categories", datasets.DefaultDraftCategories, "CSV: most categories proposed per column (the most frequent values; the rest go to the other bucket)")
 	out := fs.String("out", "", "write the schema to this file (atomically) instead of stdout")
 	set, err := parseFlags(fs, args, stdout, schemaHeader)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	switch {
 	case *data == "":

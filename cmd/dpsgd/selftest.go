@@ -16,7 +16,6 @@ import (
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/kernels"
 	kcuda "github.com/dpsgd/dpsgd/kernels/cuda"
-	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
@@ -88,10 +87,8 @@ func cmdSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.BoolVar(&bench, "bench", true, "run the benchmark after the checks (--bench=false: the checks only)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fs.StringVar(&ptxFile, "ptx", "", "load the kernels from this PTX file (e.g. an nvcc build by make ptx) instead of the embedded one")
-	if _, err := parseFlags(fs, args, stdout, selftestHeader); errors.Is(err, pflag.ErrHelp) {
-		return nil
-	} else if err != nil {
-		return err
+	if _, err := parseFlags(fs, args, stdout, selftestHeader); err != nil {
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	if draws > 1<<33 {
 		return usagef("--draws %d: want at most 2^33", draws)

@@ -129,8 +129,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	f := &trainFlags{}
 	fs := newFlagSet("dpsgd train")
 	fs.StringVar(&f.dataset, "dataset", "synthetic", "synthetic, mnist, adult, cifar10, or your own data: csv or idx (with --data and --schema)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory holding the dataset files (MNIST IDX, Adult CSV or CIFAR-10 batches); empty: --cache-dir, where mnist and adult are downloaded (cifar10 only with --download)")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "download cache (default: the user cache directory/dpsgd)")
+	addDataDirFlags(fs, &f.dataDir, &f.cacheDir, dataDirCIFARUsage)
 	addDownloadFlag(fs, &f.download)
 	f.own.register(fs)
 	fs.StringVar(&f.model, "model", "", presetNames()+", or a model FILE describing a layer stack (docs/models.md; dpsgd models lists the presets and layer kinds); without it, cnn for mnist and cifar10, logreg for adult and mlp for synthetic")
@@ -609,11 +608,8 @@ type trainJSON struct {
 
 func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseTrainFlags(args, stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // pflag.ErrHelp after --help: report exits 0
 	}
 	resumeFrom, err := f.ckptLoadResume()
 	if err != nil {

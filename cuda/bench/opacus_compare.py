@@ -25,21 +25,16 @@ block_until_ready. Prints one JSON object with every number and the ratios dpsgd
 """
 import argparse
 import json
+import os
 import subprocess
+import sys
 import time
 
+# The models have one definition, scripts/opacus_cpu.py's torch_model (the CPU comparison).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from opacus_cpu import torch_model  # noqa: E402
+
 HIDDEN = {"mlp": "256", "cnn": "32"}
-
-
-def torch_model(name):
-    import torch.nn as nn
-
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 8, 2, padding=3), nn.ReLU(), nn.MaxPool2d(2, 1),
-        nn.Conv2d(16, 32, 4, 2), nn.ReLU(), nn.MaxPool2d(2, 1),
-        nn.Flatten(), nn.Linear(32 * 4 * 4, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
 def torch_rate(model_name, batch, steps, mode):

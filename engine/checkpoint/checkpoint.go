@@ -61,6 +61,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/internal/boundedio"
+	"github.com/dpsgd/dpsgd/internal/checksum"
 	"github.com/dpsgd/dpsgd/privacy"
 	"github.com/dpsgd/dpsgd/privacy/accounting"
 )
@@ -527,14 +528,8 @@ func Decode(data []byte) (*Checkpoint, error) {
 		sections = append(sections, section{tag, p[:n]})
 		p = p[n:]
 	}
-	if len(p) < sha256.Size {
-		return nil, formatErr("truncated: %d bytes where the %d-byte SHA-256 should be", len(p), sha256.Size)
-	}
-	if len(p) > sha256.Size {
-		return nil, formatErr("%d bytes of trailing data after the SHA-256", len(p)-sha256.Size)
-	}
-	if sum := sha256.Sum256(data[:len(data)-sha256.Size]); !bytes.Equal(sum[:], p) {
-		return nil, formatErr("corrupt: SHA-256 mismatch (the file was altered or damaged)")
+	if err := checksum.CheckTrailer(data, p, ErrFormat); err != nil {
+		return nil, err
 	}
 	return decodeSections(sections)
 }

@@ -7,14 +7,28 @@ import (
 	"github.com/dpsgd/dpsgd/privacy"
 )
 
-// tvOnly is the TV, Delta and Epsilon of an accountant that certifies only a
-// total variation, given per epoch count: after E = ⌈steps/M⌉ epochs the run
+// tvOnly is the common part of the random-allocation accountants that certify
+// only a total variation, given per epoch count (ChiSquareAccountant,
+// BerryEsseenAccountant, which embed it): after E = ⌈steps/M⌉ epochs the run
 // is (0, tv(E))-DP, hence (ε, tv(E))-DP for every ε ≥ 0.
 type tvOnly struct {
 	name   string                   // the bound's name, for the Epsilon error
+	sigma  float64                  // σ
 	rounds int                      // M
 	tv     func(epochs int) float64 // the certified TV after E ≥ 1 epochs
 }
+
+// Sampler returns privacy.SamplerAllocation.
+func (b tvOnly) Sampler() string { return privacy.SamplerAllocation }
+
+// Adjacency returns privacy.AdjacencyZeroOut.
+func (b tvOnly) Adjacency() string { return privacy.AdjacencyZeroOut }
+
+// Sigma returns σ.
+func (b tvOnly) Sigma() float64 { return b.sigma }
+
+// Rounds returns M, the steps per epoch.
+func (b tvOnly) Rounds() int { return b.rounds }
 
 // TV returns tv(E) after steps ≥ 0 steps, E = ⌈steps/M⌉ (0 steps give 0).
 func (b tvOnly) TV(steps int) (float64, error) {
@@ -56,12 +70,12 @@ func (b tvOnly) Epsilon(steps int, delta float64) (float64, error) {
 // ChiSquareAccountant is the certified chi-square accountant of random
 // allocation (Ertan & van Dijk 2026, Prop. 3.1): after E = ⌈steps/M⌉ epochs the run is
 // (0, U(c_E))-DP, U(c_E) = ChiSquareTV(σ, M, E), hence (ε, U(c_E))-DP for
-// every ε ≥ 0. It is a total-variation statement only. Immutable; safe for
-// concurrent use.
+// every ε ≥ 0. It is a total-variation statement only: TV and Delta (for
+// every eps ≥ 0) return U(c_E) (0 steps give 0); Epsilon returns 0 if
+// U(c_E) ≤ delta and otherwise an error wrapping privacy.ErrUnreachable.
+// Immutable; safe for concurrent use.
 type ChiSquareAccountant struct {
-	sigma  float64
-	rounds int
-	bound  tvOnly // U(c_E), c_E from ln(1 + b/M)
+	tvOnly // U(c_E), c_E from ln(1 + b/M)
 }
 
 // NewChiSquareAccountant returns the chi-square accountant for noise
@@ -71,8 +85,8 @@ func NewChiSquareAccountant(sigma float64, rounds int) (*ChiSquareAccountant, er
 		return nil, fmt.Errorf("allocation: NewChiSquareAccountant: %w", err)
 	}
 	logStep := chisqLogStep(sigma, rounds) // ln(1 + b/M)
-	return &ChiSquareAccountant{sigma: sigma, rounds: rounds, bound: tvOnly{
-		name: "chi-square", rounds: rounds,
+	return &ChiSquareAccountant{tvOnly{
+		name: "chi-square", sigma: sigma, rounds: rounds,
 		tv: func(e int) float64 { return chisqU(chisqC(logStep, e)) },
 	}}, nil
 }
@@ -82,42 +96,16 @@ var _ privacy.Accountant = (*ChiSquareAccountant)(nil)
 // Name returns "chisq".
 func (a *ChiSquareAccountant) Name() string { return "chisq" }
 
-// Sampler returns privacy.SamplerAllocation.
-func (a *ChiSquareAccountant) Sampler() string { return privacy.SamplerAllocation }
-
-// Adjacency returns privacy.AdjacencyZeroOut.
-func (a *ChiSquareAccountant) Adjacency() string { return privacy.AdjacencyZeroOut }
-
-// Sigma returns σ.
-func (a *ChiSquareAccountant) Sigma() float64 { return a.sigma }
-
-// Rounds returns M, the steps per epoch.
-func (a *ChiSquareAccountant) Rounds() int { return a.rounds }
-
-// TV returns the certified total-variation bound U(c_E) after steps steps
-// (E = ⌈steps/M⌉; 0 steps give 0).
-func (a *ChiSquareAccountant) TV(steps int) (float64, error) { return a.bound.TV(steps) }
-
-// Delta returns U(c_E) for every eps ≥ 0.
-func (a *ChiSquareAccountant) Delta(steps int, eps float64) (float64, error) {
-	return a.bound.Delta(steps, eps)
-}
-
-// Epsilon returns 0 if U(c_E) ≤ delta and otherwise an error wrapping
-// privacy.ErrUnreachable.
-func (a *ChiSquareAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	return a.bound.Epsilon(steps, delta)
-}
-
 // BerryEsseenAccountant is van Dijk & Ertan's Theorem 4.1 as an accountant
 // (as reconstructed in BerryEsseenDelta1; a loose comparison, 10–20× above
 // the exact TV): after E epochs the run is (0, δ_E)-DP with
-// δ_E = BerryEsseenDelta(σ, M, E, ρ). Immutable; safe for concurrent use.
+// δ_E = BerryEsseenDelta(σ, M, E, ρ) = 1 − (1 − δ₁)^E. TV and Delta (for
+// every eps ≥ 0) return δ_E (0 steps give 0); Epsilon returns 0 if δ_E ≤ delta
+// and otherwise an error wrapping privacy.ErrUnreachable. Immutable; safe for
+// concurrent use.
 type BerryEsseenAccountant struct {
-	sigma  float64
-	rounds int
+	tvOnly // δ_E from δ₁
 	rho    Rho
-	bound  tvOnly // δ_E from δ₁
 }
 
 // NewBerryEsseenAccountant returns the Berry–Esseen accountant for σ > 0,
@@ -128,8 +116,8 @@ func NewBerryEsseenAccountant(sigma float64, rounds int, rho Rho) (*BerryEsseenA
 	if err != nil {
 		return nil, fmt.Errorf("allocation: NewBerryEsseenAccountant: %w", err)
 	}
-	return &BerryEsseenAccountant{sigma: sigma, rounds: rounds, rho: rho, bound: tvOnly{
-		name: "Berry–Esseen", rounds: rounds,
+	return &BerryEsseenAccountant{rho: rho, tvOnly: tvOnly{
+		name: "Berry–Esseen", sigma: sigma, rounds: rounds,
 		tv: func(e int) float64 { return beCompose(d1, e) },
 	}}, nil
 }
@@ -139,34 +127,8 @@ var _ privacy.Accountant = (*BerryEsseenAccountant)(nil)
 // Name returns "berry-esseen".
 func (a *BerryEsseenAccountant) Name() string { return "berry-esseen" }
 
-// Sampler returns privacy.SamplerAllocation.
-func (a *BerryEsseenAccountant) Sampler() string { return privacy.SamplerAllocation }
-
-// Adjacency returns privacy.AdjacencyZeroOut.
-func (a *BerryEsseenAccountant) Adjacency() string { return privacy.AdjacencyZeroOut }
-
-// Sigma returns σ.
-func (a *BerryEsseenAccountant) Sigma() float64 { return a.sigma }
-
-// Rounds returns M.
-func (a *BerryEsseenAccountant) Rounds() int { return a.rounds }
-
 // Rho returns the third-moment factor.
 func (a *BerryEsseenAccountant) Rho() Rho { return a.rho }
-
-// TV returns δ_E = 1 − (1 − δ₁)^E after steps steps (E = ⌈steps/M⌉).
-func (a *BerryEsseenAccountant) TV(steps int) (float64, error) { return a.bound.TV(steps) }
-
-// Delta returns δ_E for every eps ≥ 0.
-func (a *BerryEsseenAccountant) Delta(steps int, eps float64) (float64, error) {
-	return a.bound.Delta(steps, eps)
-}
-
-// Epsilon returns 0 if δ_E ≤ delta and otherwise an error wrapping
-// privacy.ErrUnreachable.
-func (a *BerryEsseenAccountant) Epsilon(steps int, delta float64) (float64, error) {
-	return a.bound.Epsilon(steps, delta)
-}
 
 // RDPAccountant is the Rényi-DP accountant of random allocation
 // (see RDP): the per-epoch curve RDP(σ, M, orders) (the max of
