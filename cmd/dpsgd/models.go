@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/internal/boundedio"
 )
 
 // modelPreset is one --model preset: the one table that dpsgd train builds its model from
@@ -118,9 +119,15 @@ func readModelDescription(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() || st.Size() > nn.MaxModelFileBytes {
 		return nil, usagef("--model %s: want a regular file of at most %d bytes", path, nn.MaxModelFileBytes)
 	}
-	data, err := os.ReadFile(path)
+	// The size is checked again while reading: the file may grow after the Stat.
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, usagef("--model %s: %v", path, err)
+	}
+	defer file.Close()
+	data, err := boundedio.ReadAll(file, nn.MaxModelFileBytes, "", nil)
+	if err != nil {
+		return nil, usagef("--model %s: want a regular file of at most %d bytes: %v", path, nn.MaxModelFileBytes, err)
 	}
 	return data, nil
 }
