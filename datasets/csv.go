@@ -118,11 +118,38 @@ func LoadCSV(path string, s *Schema) (*Dataset, error) {
 
 // ReadCSV is [ReadCSV] with the encoder's schema.
 func (e *Encoder) ReadCSV(r io.Reader, name string) (*Dataset, error) {
-	x, y, err := e.readTable(r, name, true)
+	return e.ReadCSVUsers(r, name, "")
+}
+
+// LoadCSVUsers reads the CSV file path as [Encoder.ReadCSVUsers] does.
+func LoadCSVUsers(path string, s *Schema, userColumn string) (*Dataset, error) {
+	enc, err := s.Encoder()
 	if err != nil {
 		return nil, err
 	}
-	return &Dataset{
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	defer f.Close()
+	return enc.ReadCSVUsers(f, path, userColumn)
+}
+
+// MaxUserID bounds the length of one user id of a CSV's user column, in bytes.
+const MaxUserID = 256
+
+// ReadCSVUsers is [Encoder.ReadCSV] with a user column (userColumn ≠ ""; "" reads no user
+// column): the column, which must be in the header and must not be a column or the label of
+// the schema, is removed before the record is encoded, and its values — opaque strings,
+// trimmed, compared byte for byte — become the dataset's dense user ids (Dataset.User), in
+// order of first appearance. An empty id, or one longer than MaxUserID bytes, is an error
+// naming the row (counted from 0 among the records), its line and the column.
+func (e *Encoder) ReadCSVUsers(r io.Reader, name, userColumn string) (*Dataset, error) {
+	x, y, users, err := e.readTable(r, name, true, userColumn)
+	if err != nil {
+		return nil, err
+	}
+	ds := &Dataset{
 		Name:         name,
 		X:            x,
 		Y:            y,
@@ -131,7 +158,44 @@ func (e *Encoder) ReadCSV(r io.Reader, name string) (*Dataset, error) {
 		Classes:      e.Classes(),
 		Shape:        []int{e.dim},
 		FeatureNames: e.FeatureNames(),
-	}, nil
+	}
+	if userColumn != "" {
+		ds.User, ds.Users = users.ids, len(users.dense)
+	}
+	return ds, nil
+}
+
+// userIDs maps a user column's values to dense ids in order of first appearance.
+type userIDs struct {
+	dense map[string]int
+	ids   []int
+}
+
+func (u *userIDs) add(id string) {
+	k, ok := u.dense[id]
+	if !ok {
+		k = len(u.dense)
+		u.dense[id] = k
+	}
+	u.ids = append(u.ids, k)
+}
+
+// userField finds the user column in header and refuses a name the schema also uses.
+func (e *Encoder) userField(header []string, userColumn string) (int, error) {
+	userColumn = strings.TrimSpace(userColumn)
+	if userColumn == e.schema.Label.Column {
+		return -1, fmt.Errorf("user column %q is the label column", clip(userColumn))
+	}
+	for _, c := range e.cols {
+		if c.name == userColumn {
+			return -1, fmt.Errorf("user column %q is a feature column of the schema: the user id must not be a feature", clip(userColumn))
+		}
+	}
+	p := slices.Index(header, userColumn)
+	if p < 0 {
+		return -1, fmt.Errorf("header: no user column %q", clip(userColumn))
+	}
+	return p, nil
 }
 
 // ReadFeatures reads a table to predict on: the CSV rules and the header of [ReadCSV], but
@@ -140,7 +204,7 @@ func (e *Encoder) ReadCSV(r io.Reader, name string) (*Dataset, error) {
 // errors are ReadCSV's; those about one record also give its row, counted from 0 among the
 // records (the header and blank lines are not rows).
 func (e *Encoder) ReadFeatures(r io.Reader, name string) (x []float32, n int, err error) {
-	x, _, err = e.readTable(r, name, false)
+	x, _, _, err = e.readTable(r, name, false, "")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -149,23 +213,33 @@ func (e *Encoder) ReadFeatures(r io.Reader, name string) (x []float32, n int, er
 
 // readTable reads a CSV with a header through the encoder: with labelled, the label column
 // is required and each record's label read (y); without, the label is not read and y is nil.
-func (e *Encoder) readTable(r io.Reader, name string, labelled bool) (x []float32, y []int, err error) {
+// With userColumn ≠ "", that column is taken out of every record and its ids returned.
+func (e *Encoder) readTable(r io.Reader, name string, labelled bool, userColumn string) (x []float32, y []int, users userIDs, err error) {
 	t, closeFn, err := openCSV(r, name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, users, err
 	}
 	defer closeFn()
 	header, err := t.header()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, users, err
+	}
+	uf := -1
+	if userColumn != "" {
+		if uf, err = e.userField(header, userColumn); err != nil {
+			return nil, nil, users, &ParseError{File: name, Line: t.line, Offset: -1, Msg: err.Error()}
+		}
+		header = slices.Delete(slices.Clone(header), uf, uf+1)
+		users.dense = make(map[string]int)
 	}
 	row, err := e.Bind(header)
 	if err != nil {
-		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: err.Error()}
+		return nil, nil, users, &ParseError{File: name, Line: t.line, Offset: -1, Msg: err.Error()}
 	}
 	if labelled && !row.HasLabel() {
-		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: fmt.Sprintf("header: no label column %q (label.column of the schema)", clip(e.schema.Label.Column))}
+		return nil, nil, users, &ParseError{File: name, Line: t.line, Offset: -1, Msg: fmt.Sprintf("header: no label column %q (label.column of the schema)", clip(e.schema.Label.Column))}
 	}
+	var rest []string // a record without its user field
 	d := e.dim
 	// where names a bad record: its row too when predicting, where rows are what the output
 	// counts.
@@ -181,14 +255,31 @@ func (e *Encoder) readTable(r io.Reader, name string, labelled bool) (x []float3
 			break
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, users, err
+		}
+		if uf >= 0 {
+			if len(rec) != row.Fields()+1 {
+				return nil, nil, users, t.fieldCount(len(rec), row.Fields()+1)
+			}
+			id := strings.TrimSpace(rec[uf])
+			if id == "" || len(id) > MaxUserID {
+				what := "empty"
+				if id != "" {
+					what = fmt.Sprintf("%d bytes long, want at most %d", len(id), MaxUserID)
+				}
+				return nil, nil, users, &ParseError{File: name, Line: t.fieldLine(uf), Offset: -1,
+					Msg: fmt.Sprintf("row %d: user column %q (field %d): the user id is %s; every record needs its user", n, clip(userColumn), uf+1, what)}
+			}
+			users.add(id)
+			rest = append(append(rest[:0], rec[:uf]...), rec[uf+1:]...)
+			rec = rest
 		}
 		if len(rec) != row.Fields() {
 			pe := t.fieldCount(len(rec), row.Fields())
 			if w := where(n); w != "" {
 				pe.Msg = w + ": " + pe.Msg
 			}
-			return nil, nil, pe
+			return nil, nil, users, pe
 		}
 		x = slices.Grow(x, d)[:(n+1)*d]
 		label := -1
@@ -201,18 +292,22 @@ func (e *Encoder) readTable(r io.Reader, name string, labelled bool) (x []float3
 			var fe *FieldError
 			line := t.line
 			if errors.As(err, &fe) {
-				line = t.fieldLine(fe.Field - 1)
+				f := fe.Field - 1
+				if uf >= 0 && f >= uf {
+					f++ // the field's position in the file, user field included
+				}
+				line = t.fieldLine(f)
 			}
-			return nil, nil, &ParseError{File: name, Line: line, Offset: -1, Msg: where(n), Err: err}
+			return nil, nil, users, &ParseError{File: name, Line: line, Offset: -1, Msg: where(n), Err: err}
 		}
 		if labelled {
 			y = append(y, label)
 		}
 	}
 	if len(x) == 0 {
-		return nil, nil, &ParseError{File: name, Line: t.line, Offset: -1, Msg: "no records after the header"}
+		return nil, nil, users, &ParseError{File: name, Line: t.line, Offset: -1, Msg: "no records after the header"}
 	}
-	return x, y, nil
+	return x, y, users, nil
 }
 
 // CSVHeader returns the column names of the CSV file path (its first line, trimmed; gzip

@@ -66,6 +66,12 @@ type Dataset struct {
 	Shape []int
 	// FeatureNames optionally names the D columns (tabular data; nil for images).
 	FeatureNames []string
+	// User, for user-level privacy, gives each example's user: N dense ids in [0, Users),
+	// each id owning at least one example (the CSV loader's user column, AssignUsers). nil
+	// for record-level data.
+	User []int
+	// Users is the number of distinct users in User (0 without User).
+	Users int
 }
 
 // Row returns example i's features, a slice aliasing d.X. It panics if i is out of range.
@@ -112,6 +118,9 @@ func (d *Dataset) Validate() error {
 	if d.FeatureNames != nil && len(d.FeatureNames) != d.D {
 		return fmt.Errorf("datasets: %s: len(FeatureNames) = %d, want D = %d", name, len(d.FeatureNames), d.D)
 	}
+	if err := d.validateUsers(name); err != nil {
+		return err
+	}
 	for i, y := range d.Y {
 		if y < 0 || y >= d.Classes {
 			return fmt.Errorf("datasets: %s: Y[%d] = %d, want a label in [0, %d)", name, i, y, d.Classes)
@@ -125,9 +134,78 @@ func (d *Dataset) Validate() error {
 	return nil
 }
 
+// validateUsers checks User and Users: both absent, or N ids in [0, Users) using every id.
+func (d *Dataset) validateUsers(name string) error {
+	if d.User == nil {
+		if d.Users != 0 {
+			return fmt.Errorf("datasets: %s: Users = %d without User ids, want 0", name, d.Users)
+		}
+		return nil
+	}
+	if len(d.User) != d.N {
+		return fmt.Errorf("datasets: %s: len(User) = %d, want N = %d", name, len(d.User), d.N)
+	}
+	if d.Users < 1 || d.Users > d.N {
+		return fmt.Errorf("datasets: %s: Users = %d, want a value in [1, %d]", name, d.Users, d.N)
+	}
+	seen := make([]bool, d.Users)
+	for i, u := range d.User {
+		if u < 0 || u >= d.Users {
+			return fmt.Errorf("datasets: %s: User[%d] = %d, want an id in [0, %d)", name, i, u, d.Users)
+		}
+		seen[u] = true
+	}
+	if k := slices.Index(seen, false); k >= 0 {
+		return fmt.Errorf("datasets: %s: user %d of %d owns no example, want dense ids", name, k, d.Users)
+	}
+	return nil
+}
+
+// denseUsers maps ids (any non-negative ints) to dense ids in order of first appearance and
+// returns them with their count.
+func denseUsers(ids []int) ([]int, int) {
+	out := make([]int, len(ids))
+	dense := make(map[int]int)
+	for i, u := range ids {
+		k, ok := dense[u]
+		if !ok {
+			k = len(dense)
+			dense[u] = k
+		}
+		out[i] = k
+	}
+	return out, len(dense)
+}
+
+// AssignUsers gives d's examples to users dense users reproducibly from seed (tests and
+// benchmarks of user-level privacy): example i < users goes to user i, so every user owns one,
+// and each later example to a user drawn uniformly (math/rand/v2's PCG). It replaces any
+// earlier assignment.
+func AssignUsers(d *Dataset, users int, seed uint64) error {
+	if users < 1 || users > d.N {
+		return fmt.Errorf("datasets: AssignUsers: users = %d, want a value in [1, %d] (the examples)", users, d.N)
+	}
+	r := rand.New(rand.NewPCG(seed, userStream))
+	d.User = make([]int, d.N)
+	for i := range d.User {
+		if i < users {
+			d.User[i] = i
+		} else {
+			d.User[i] = r.IntN(users)
+		}
+	}
+	d.Users = users
+	return nil
+}
+
+// userStream is AssignUsers' PCG stream constant.
+const userStream = 0x7573_6572_7331_0001
+
 // Subset returns a new dataset holding the examples idx, in that order (indices may repeat).
 // Features and labels are copied; Shape and FeatureNames are shared with d (treat them as
-// read-only). It panics if an index is outside [0, N), which is a programming error.
+// read-only). User ids are kept, renumbered densely in order of first appearance (the users
+// with no example in idx dropped). It panics if an index is outside [0, N), which is a
+// programming error.
 func (d *Dataset) Subset(idx []int) *Dataset {
 	out := &Dataset{
 		Name:         d.Name,
@@ -145,6 +223,13 @@ func (d *Dataset) Subset(idx []int) *Dataset {
 		}
 		copy(out.X[k*d.D:(k+1)*d.D], d.X[i*d.D:(i+1)*d.D])
 		out.Y[k] = d.Y[i]
+	}
+	if d.User != nil {
+		ids := make([]int, len(idx))
+		for k, i := range idx {
+			ids[k] = d.User[i]
+		}
+		out.User, out.Users = denseUsers(ids)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/dpsgd/dpsgd/datasets"
@@ -69,7 +70,18 @@ func (r *run[T]) dpStep(ds *datasets.Dataset, idx []int, noise stepNoise, lr, ex
 	if r.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}
-	st, err := r.be.clippedSum(ds, idx, clip)
+	var st StepStats
+	var err error
+	if r.users != nil {
+		// A user-level step (users.go): idx are users, r.ub their records.
+		us, ok := r.be.(userSummer)
+		if !ok {
+			return st, fmt.Errorf("engine: a user-level step needs the CPU backend")
+		}
+		st, err = us.clippedSumUsers(ds, &r.ub, clip)
+	} else {
+		st, err = r.be.clippedSum(ds, idx, clip)
+	}
 	if err != nil {
 		return st, r.deviceErr(err)
 	}
@@ -112,6 +124,7 @@ type cpuBackend[T kernels.Float] struct {
 	mask   []float64
 	params [][]T
 	opt    *optimizer[T]
+	uc     userChunkBufs // a user-level step's physical batches
 }
 
 func (b *cpuBackend[T]) clippedSum(ds *datasets.Dataset, idx []int, clip float64) (StepStats, error) {

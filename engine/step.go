@@ -35,6 +35,10 @@ type replica[T kernels.Float] struct {
 	// mat holds, per materialized rule (nn.MatTap), the physical batch's per-example gradients
 	// of the layer's parameters: example i's Width values at i·Width.
 	mat [][]float64
+	// ug is one user's gradient, per parameter, and uwA, uwE its dense layers' rows widened
+	// to float64 (user-level steps only: physicalUsers).
+	ug       [][]float64
+	uwA, uwE []float64
 
 	loss      float64
 	correct   int

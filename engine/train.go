@@ -92,6 +92,15 @@ type Config struct {
 	CUDA cuda.Options
 	// OnDeviceFallback, if set, is told once why a DeviceAuto run does not use the device.
 	OnDeviceFallback func(why string)
+	// UserLevel makes the user the unit of privacy (users.go): the sampler draws users (its
+	// N is the training set's Users), each drawn user's records go into the step together,
+	// and the user's summed gradient is clipped to Clip. The training set needs Dataset.User.
+	// CPU only; checkpoints are refused.
+	UserLevel bool
+	// MaxUserRecords caps the records one user brings to a step (a seeded uniform subset of a
+	// user that owns more), in [1, PhysicalBatch]; 0 is PhysicalBatch. The sensitivity is one
+	// user's clipped gradient whatever the cap; the cap bounds a step's cost. UserLevel only.
+	MaxUserRecords int
 }
 
 // MinClip is the smallest clip norm C a private run takes (2⁻¹⁰⁰ ≈ 7.9e-31). Below it the
@@ -192,10 +201,33 @@ func (c *Config) Validate() error {
 	if err := c.Checkpoint.validate(); err != nil {
 		return err
 	}
+	if err := c.validateUsers(); err != nil {
+		return err
+	}
 	if err := c.validateDevice(); err != nil {
 		return err
 	}
 	return c.Optimizer.Validate()
+}
+
+// validateUsers checks UserLevel and MaxUserRecords and sets MaxUserRecords' default.
+func (c *Config) validateUsers() error {
+	if !c.UserLevel {
+		if c.MaxUserRecords != 0 {
+			return fmt.Errorf("max user records %d: for a user-level run only", c.MaxUserRecords)
+		}
+		return nil
+	}
+	if c.MaxUserRecords == 0 {
+		c.MaxUserRecords = c.PhysicalBatch
+	}
+	if c.MaxUserRecords < 1 || c.MaxUserRecords > c.PhysicalBatch {
+		return fmt.Errorf("max user records %d: want a value in [1, %d] (the physical batch: one user's records of a step run in one physical batch)", c.MaxUserRecords, c.PhysicalBatch)
+	}
+	if c.Checkpoint.active() {
+		return fmt.Errorf("checkpoints of a user-level run are not supported: the checkpoint does not record the user index and the records cap; run without checkpoints")
+	}
+	return nil
 }
 
 // Privacy is the accounting side of a run: the accountant proven for the sampler in use and
@@ -288,7 +320,11 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 	if train.D != cfg.Arch.InputSize() || train.Classes != cfg.Arch.Classes {
 		return nil, fmt.Errorf("dataset has %d features and %d classes, model wants %d and %d", train.D, train.Classes, cfg.Arch.InputSize(), cfg.Arch.Classes)
 	}
-	if smp.DatasetSize() != train.N {
+	if cfg.UserLevel {
+		if err := checkUserLevel(train, smp.DatasetSize()); err != nil {
+			return nil, err
+		}
+	} else if smp.DatasetSize() != train.N {
 		return nil, fmt.Errorf("sampler is for %d examples, dataset has %d", smp.DatasetSize(), train.N)
 	}
 	if !cfg.NonPrivate && pv.Accountant == nil {
@@ -355,6 +391,10 @@ type run[T kernels.Float] struct {
 	be         backend
 	dev        *cuda.Device
 	deviceName string
+	// users indexes the training set's users in a user-level run (nil otherwise); ub is the
+	// step's users' records.
+	users *userIndex
+	ub    userBatch
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -439,6 +479,9 @@ func (r *run[T]) initBackend(train *datasets.Dataset) error {
 // one ball draw, or the secure source — and the schedule's learning rate.
 func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expectedBatch float64) (StepStats, error) {
 	noise := stepNoise{key: kernels.NoiseKey{Seed: r.noise, Step: uint64(step)}}
+	if r.users != nil {
+		r.users.batch(idx, step, &r.ub)
+	}
 	switch {
 	case r.cfg.NonPrivate:
 	case r.cfg.Noise == NoiseBall:
@@ -493,6 +536,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	r.noise = ckr.noiseKey
 	if err := r.build(train); err != nil {
 		return nil, err
+	}
+	if cfg.UserLevel {
+		r.users = newUserIndex(train, cfg.MaxUserRecords, seedmix.Mix(cfg.Seed, 5))
 	}
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m
