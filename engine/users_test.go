@@ -1,0 +1,424 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+	"gorgonia.org/tensor"
+)
+
+// userTestModels are the presets and the layer library's stacks (every rule kind: GEMM dense
+// and convolution, materialized LayerNorm and GroupNorm, the sparse embedding).
+func userTestModels() []advModel {
+	return advModels()
+}
+
+// partition cuts 0..n-1 into consecutive groups of the given sizes.
+func partition(sizes ...int) *userBatch {
+	b := &userBatch{start: []int{0}}
+	for _, s := range sizes {
+		for range s {
+			b.rows = append(b.rows, len(b.rows))
+		}
+		b.start = append(b.start, len(b.rows))
+	}
+	return b
+}
+
+// oracleGrads returns the batch-1 oracle's gradient of each example of ds, per parameter.
+func oracleGrads(t *testing.T, arch nn.Arch, params *nn.Params, ds *datasets.Dataset) [][][]float64 {
+	t.Helper()
+	oracle, err := nn.NewGradOracle(arch, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xshape := []int{1, arch.InputSize()}
+	if arch.ImageInput() {
+		xshape = append([]int{1}, arch.Input...)
+	}
+	out := make([][][]float64, ds.N)
+	for i := range ds.N {
+		x := tensor.New(tensor.WithShape(xshape...), tensor.Of(tensor.Float64))
+		for j, v := range ds.X[i*ds.D : (i+1)*ds.D] {
+			x.Data().([]float64)[j] = float64(v)
+		}
+		y := tensor.New(tensor.WithShape(1, arch.Classes), tensor.Of(tensor.Float64))
+		y.Data().([]float64)[ds.Y[i]] = 1
+		if out[i], err = oracle.Grad(x, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestUserGradAgainstOracle: for every model (dense, convolution, every rule kind), random
+// partitions of a batch into users — groups of one, of several, and one group holding the
+// whole batch — each user's gradient g_u (userGrad) equals the sum of the batch-1 oracle's
+// per-example gradients over the user's records, and its squared norm the brute-force norm of
+// that sum, to 1e-9 relative in float64; with the clip at the median user norm, the step's
+// clipped sum equals Σ_u min(1, C/‖g_u‖)·g_u from the oracle.
+func TestUserGradAgainstOracle(t *testing.T) {
+	const b = 7
+	parts := [][]int{{1, 1, 1, 1, 1, 1, 1}, {7}, {3, 1, 2, 1}}
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 2 {
+		var sizes []int
+		for left := b; left > 0; {
+			s := 1 + r.IntN(left)
+			sizes = append(sizes, s)
+			left -= s
+		}
+		parts = append(parts, sizes)
+	}
+	for mi, m := range userTestModels() {
+		t.Run(m.name, func(t *testing.T) {
+			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(mi+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeParams(params, uint64(mi+1))
+			ds := randomDataset(m.arch, b, uint64(mi+60))
+			tokenize(m.arch, ds, uint64(mi+60))
+			per := oracleGrads(t, m.arch, params, ds)
+			rep, err := newReplica[float64](m.arch, params, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rep.net.Close()
+			for _, sizes := range parts {
+				ub := partition(sizes...)
+				rows, mask, gid, k := userChunks(ub, b, nil, nil, nil)
+				if k != 1 {
+					t.Fatalf("%v: %d physical batches, want 1", sizes, k)
+				}
+				// The users' norms from the oracle, and the clip at their median.
+				want := make([][][]float64, len(sizes))
+				norms := make([]float64, len(sizes))
+				for u := range sizes {
+					want[u] = make([][]float64, len(per[0]))
+					for p := range per[0] {
+						want[u][p] = make([]float64, len(per[0][p]))
+						for _, i := range ub.rows[ub.start[u]:ub.start[u+1]] {
+							for j, v := range per[i][p] {
+								want[u][p][j] += v
+							}
+						}
+						for _, v := range want[u][p] {
+							norms[u] += v * v
+						}
+					}
+				}
+				clip := 0.9 * math.Sqrt(median(norms)) // clips at least one user
+				rep.reset()
+				if err := rep.physicalUsers(ds, rows, mask, gid, clip); err != nil {
+					t.Fatal(err)
+				}
+				sum := make([][]float64, len(per[0]))
+				for p := range sum {
+					sum[p] = make([]float64, len(per[0][p]))
+				}
+				for u := range sizes {
+					rep.userGrad(ub.start[u], ub.start[u+1])
+					var n2 float64
+					for p, g := range rep.ug {
+						if e := maxRelErr(g, want[u][p]); !(e <= 1e-9) {
+							t.Errorf("users %v, user %d, param %s: gradient rel err %.2g", sizes, u, params.List[p].Name, e)
+						}
+						n2 += kernels.SqNorm(g)
+					}
+					if e := relErr(n2, norms[u]); !(e <= 1e-9) {
+						t.Errorf("users %v, user %d: squared norm %v, oracle %v", sizes, u, n2, norms[u])
+					}
+					c := math.Min(1, clip/math.Sqrt(norms[u]))
+					for p := range sum {
+						for j, v := range want[u][p] {
+							sum[p][j] += c * v
+						}
+					}
+				}
+				for p := range sum {
+					if e := maxRelErr(rep.grads[p], sum[p]); !(e <= 1e-9) {
+						t.Errorf("users %v, param %s: clipped sum rel err %.2g", sizes, params.List[p].Name, e)
+					}
+				}
+				if rep.clipped == 0 {
+					t.Errorf("users %v: no record's user clipped; the test should clip", sizes)
+				}
+			}
+		})
+	}
+}
+
+// userHarness runs gradStepUsers over fixed replicas.
+type userHarness[T kernels.Float] struct {
+	reps  []*replica[T]
+	phys  int
+	grads [][]float64
+	bufs  userChunkBufs
+}
+
+func newUserHarness[T kernels.Float](t *testing.T, arch nn.Arch, params *nn.Params, phys, nrep int) *userHarness[T] {
+	h := &userHarness[T]{phys: phys}
+	for range nrep {
+		r, err := newReplica[T](arch, params, phys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.reps = append(h.reps, r)
+	}
+	for _, p := range params.List {
+		h.grads = append(h.grads, make([]float64, p.Value.Shape().TotalSize()))
+	}
+	return h
+}
+
+func (h *userHarness[T]) close() {
+	for _, r := range h.reps {
+		r.net.Close()
+	}
+}
+
+func (h *userHarness[T]) run(t *testing.T, ds *datasets.Dataset, ub *userBatch, clip float64) ([][]float64, StepStats) {
+	t.Helper()
+	st, err := gradStepUsers(h.reps, ds, ub, h.phys, kernels.ClipBound[T](clip), h.grads, &h.bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]float64, len(h.grads))
+	for p, g := range h.grads {
+		out[p] = slices.Clone(g)
+	}
+	return out, st
+}
+
+// TestUserRemovalSensitivity: one user owns 40% of the data (4 of 10 records, interleaved
+// with the others'). Removing that user moves the engine's clipped sum by at most C
+// (tolerance 1e-9·C: the sums are float64 and the other users' contributions only change
+// their order of addition), for every model (presets, and stacks with LayerNorm, GroupNorm,
+// an embedding, residual blocks), float32 and float64, several physical batch sizes and
+// replica counts, the user drawn first, in the middle or last, with its records clean and
+// with each adversarial value (NaN, ±Inf, 1e30, ±3.4e38, −0, subnormals, one huge feature)
+// in each one of its records in turn. Also: the other users' records are never non-finite.
+func TestUserRemovalSensitivity(t *testing.T) {
+	const n = 10
+	owner := []int{0, 1, 0, 2, 3, 0, 4, 5, 0, 6} // user 0 owns records 0, 2, 5, 8
+	heavy := []int{0, 2, 5, 8}
+	configs := []advConfig{{4, 1}, {5, 2}, {10, 1}}
+	clips := []float64{1e-3, 1}
+	values := advValues()
+	if testing.Short() {
+		configs, clips = []advConfig{{5, 2}}, []float64{1}
+	}
+	for mi, m := range userTestModels() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			t.Run(fmt.Sprintf("%s/%v", m.name, dt), func(t *testing.T) {
+				params, err := nn.NewParams(m.arch, dt, uint64(70+mi))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ds := randomDataset(m.arch, n, uint64(80+mi))
+				tokenize(m.arch, ds, uint64(80+mi))
+				ds.User, ds.Users = owner, 7
+				if err := ds.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				if dt == tensor.Float32 {
+					userRemoval[float32](t, m.arch, params, ds, heavy, configs, clips, values)
+				} else {
+					userRemoval[float64](t, m.arch, params, ds, heavy, configs, clips, values)
+				}
+			})
+		}
+	}
+}
+
+func userRemoval[T kernels.Float](t *testing.T, arch nn.Arch, params *nn.Params, ds *datasets.Dataset, heavy []int, configs []advConfig, clips []float64, values []advValue) {
+	d := ds.D
+	orig := slices.Clone(ds.X)
+	ui := newUserIndex(ds, len(heavy), 1)
+	others := []int{1, 2, 3, 4, 5, 6}
+	var worst float64
+	for _, cfg := range configs {
+		h := newUserHarness[T](t, arch, params, cfg.phys, cfg.reps)
+		for _, clip := range clips {
+			var without userBatch
+			ui.batch(others, 0, &without)
+			base, bst := h.run(t, ds, &without, clip)
+			if bst.NonFinite != 0 || bst.BatchSize != len(without.rows) {
+				t.Fatalf("clean batch: %+v", bst)
+			}
+			check := func(what string, users []int) {
+				var with userBatch
+				ui.batch(users, 0, &with)
+				got, st := h.run(t, ds, &with, clip)
+				if st.NonFinite != 0 && st.NonFinite != len(heavy) {
+					t.Errorf("%s: %d non-finite records, want 0 or the heavy user's %d", what, st.NonFinite, len(heavy))
+				}
+				delta := norm2D(diff2D(got, base)) / clip
+				worst = max(worst, delta)
+				if !(delta <= 1+1e-9) {
+					t.Errorf("%s, physical batch %d, %d replicas, C = %g: removing the user moves the sum by %.12g·C", what, cfg.phys, cfg.reps, clip, delta)
+				}
+			}
+			for _, at := range []int{0, 3, 6} {
+				users := slices.Insert(slices.Clone(others), at, 0)
+				copy(ds.X, orig)
+				check(fmt.Sprintf("clean user at %d", at), users)
+				for _, v := range values {
+					for _, rec := range heavy {
+						copy(ds.X, orig)
+						if v.single {
+							ds.X[rec*d+d/2] = v.v
+						} else {
+							for j := range d {
+								ds.X[rec*d+j] = v.v
+							}
+						}
+						check(fmt.Sprintf("%s in record %d, user at %d", v.name, rec, at), users)
+					}
+				}
+			}
+		}
+		h.close()
+	}
+	copy(ds.X, orig)
+	t.Logf("largest ‖Δ‖/C: %.12g", worst)
+}
+
+// TestUserSingletonsMatchRecords: with every user owning one record, the user-level step's
+// clipped sum equals the record-level step's (a second method: the ghost norms and one
+// clipped GEMM per dense layer there, materialized user gradients here) to 1e-12 relative in
+// float64, with the same statistics; a NaN record is zeroed by both.
+func TestUserSingletonsMatchRecords(t *testing.T) {
+	const n = 9
+	for mi, m := range userTestModels()[:3] {
+		t.Run(m.name, func(t *testing.T) {
+			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(90+mi))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := randomDataset(m.arch, n, uint64(91+mi), 4)
+			idx := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+			h := newUserHarness[float64](t, m.arch, params, 4, 2)
+			defer h.close()
+			ub := partition(1, 1, 1, 1, 1, 1, 1, 1, 1)
+			got, ust := h.run(t, ds, ub, 0.05)
+			rows, mask := []int(nil), []float64(nil)
+			want := make([][]float64, len(h.grads))
+			for p, g := range h.grads {
+				want[p] = make([]float64, len(g))
+			}
+			rst, err := gradStep(h.reps, ds, idx, 4, kernels.ClipBound[float64](0.05), want, rows, mask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range want {
+				if e := maxRelErr(got[p], want[p]); !(e <= 1e-12) {
+					t.Errorf("param %d: user-level sum rel err %.2g against the record-level sum", p, e)
+				}
+			}
+			if ust != rst {
+				t.Errorf("statistics: user-level %+v, record-level %+v", ust, rst)
+			}
+			if rst.NonFinite != 1 {
+				t.Errorf("the NaN record: %d non-finite, want 1", rst.NonFinite)
+			}
+		})
+	}
+}
+
+// TestUserBatchCap: a user owning more records than the cap brings a uniform subset of exactly
+// the cap, sorted, drawn from its own records, the same whatever the other users in the step,
+// different across steps, each record about equally often; a user within the cap brings all.
+func TestUserBatchCap(t *testing.T) {
+	const n, k = 40, 5
+	owner := make([]int, n)
+	for i := range owner {
+		owner[i] = 0
+		if i%4 == 3 {
+			owner[i] = 1 + i/4 // users 1..10 own one record each
+		}
+	}
+	ds := &datasets.Dataset{N: n, User: owner, Users: 11}
+	ui := newUserIndex(ds, k, 3)
+	mine := ui.rec[ui.off[0]:ui.off[1]]
+	if len(mine) != 30 {
+		t.Fatalf("user 0 owns %d records, want 30", len(mine))
+	}
+	counts := map[int]int{}
+	const steps = 3000
+	var prev []int
+	for s := range steps {
+		var a, b userBatch
+		ui.batch([]int{0, 1}, s, &a)
+		ui.batch([]int{2, 5, 0}, s, &b)
+		sub := a.rows[a.start[0]:a.start[1]]
+		if !slices.Equal(sub, b.rows[b.start[2]:b.start[3]]) {
+			t.Fatalf("step %d: the subset depends on the other users: %v vs %v", s, sub, b.rows[b.start[2]:b.start[3]])
+		}
+		if len(sub) != k || !slices.IsSorted(sub) || len(slices.Compact(slices.Clone(sub))) != k {
+			t.Fatalf("step %d: subset %v, want %d distinct sorted records", s, sub, k)
+		}
+		for _, i := range sub {
+			if owner[i] != 0 {
+				t.Fatalf("step %d: record %d of user %d in user 0's subset", s, i, owner[i])
+			}
+			counts[i]++
+		}
+		if s == 1 && slices.Equal(sub, prev) {
+			t.Errorf("steps 0 and 1 drew the same subset %v", sub)
+		}
+		prev = slices.Clone(sub)
+		if got := a.rows[a.start[1]:a.start[2]]; !slices.Equal(got, []int{3}) {
+			t.Fatalf("user 1 brings %v, want its one record [3]", got)
+		}
+	}
+	// Each of the 30 records is drawn with probability 1/6 per step: 500 ± 4.5σ (σ ≈ 20.4).
+	for _, i := range mine {
+		if c := counts[i]; c < 408 || c > 592 {
+			t.Errorf("record %d drawn %d times in %d steps, want about %d", i, c, steps, steps*k/30)
+		}
+	}
+}
+
+// TestUserChunks: every user's records land in one physical batch, in order, every record once,
+// padding masked with gid −1; an empty step is one padded batch.
+func TestUserChunks(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for trial := range 200 {
+		phys := 1 + r.IntN(6)
+		var sizes []int
+		for range r.IntN(8) {
+			sizes = append(sizes, 1+r.IntN(phys))
+		}
+		ub := partition(sizes...)
+		rows, mask, gid, k := userChunks(ub, phys, nil, nil, nil)
+		if len(rows) != k*phys || len(mask) != k*phys || len(gid) != k*phys || k < 1 {
+			t.Fatalf("trial %d: lengths %d %d %d for k = %d, phys %d", trial, len(rows), len(mask), len(gid), k, phys)
+		}
+		var seen []int
+		batchOf := map[int]int{}
+		for i := range rows {
+			if mask[i] == 0 {
+				if gid[i] != -1 || rows[i] != 0 {
+					t.Fatalf("trial %d: padding row %d: gid %d row %d", trial, i, gid[i], rows[i])
+				}
+				continue
+			}
+			seen = append(seen, rows[i])
+			if b, ok := batchOf[gid[i]]; ok && b != i/phys {
+				t.Fatalf("trial %d: user %d split over physical batches %d and %d", trial, gid[i], b, i/phys)
+			}
+			batchOf[gid[i]] = i / phys
+		}
+		if !slices.Equal(seen, ub.rows) {
+			t.Fatalf("trial %d: rows %v, want %v", trial, seen, ub.rows)
+		}
+	}
+}
