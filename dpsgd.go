@@ -107,7 +107,8 @@ func (e *FieldError) Unwrap() []error {
 type Private struct {
 	// Plan is the plan as resolved (Noise "" made engine.NoiseGaussian).
 	Plan Plan
-	// N is the number of training examples; the guarantee states it as public.
+	// N is the number of training examples (of users for a user-level plan); the guarantee
+	// states it as public.
 	N int
 	// Sampler draws the batches (wrapped by sampler.Secure in secure mode).
 	Sampler sampler.Sampler
@@ -132,12 +133,21 @@ type Private struct {
 }
 
 // Apply sets the privacy fields of cfg from the plan: Epochs, Clip, Sigma, Noise, Radius,
-// Secure, NonPrivate and Seed. The other fields (the model, the optimizer, the device, the
+// Secure, NonPrivate, Seed, UserLevel and MaxUserRecords. The other fields (the model, the optimizer, the device, the
 // checkpoints) are the caller's.
 func (p *Private) Apply(cfg *engine.Config) {
 	cfg.Epochs, cfg.Clip, cfg.Seed = p.Plan.Epochs, p.Plan.Clip, p.Plan.Seed
 	cfg.Sigma, cfg.Noise, cfg.Radius = p.Sigma, p.Plan.Noise, p.Radius
 	cfg.Secure, cfg.NonPrivate = p.Plan.Secure, p.Plan.NonPrivate
+	cfg.UserLevel, cfg.MaxUserRecords = p.Plan.UserLevel, p.Plan.MaxUserRecords
+}
+
+// Unit is the unit of privacy: UnitUser for a UserLevel plan, else UnitRecord.
+func (p *Private) Unit() string {
+	if p.Plan.UserLevel {
+		return UnitUser
+	}
+	return UnitRecord
 }
 
 // Privacy returns the accounting side of the run for engine.Train: the accountant, δ, the

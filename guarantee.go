@@ -23,8 +23,12 @@ func (p *Private) Guarantee(res *engine.Result) (string, error) {
 		// accountant is never reported as ε = 0.
 		return "", fmt.Errorf("dpsgd: no ε for the %d steps taken (the accountant %s failed); the run's guarantee is unknown", res.Steps, p.Accountant.Name())
 	}
-	adjacency := adjacencyText(p.Accountant, p.N)
-	s := fmt.Sprintf("(ε = %.4g, δ = %g)-DP after %d steps under %s, proven for the %s sampler by the %s accountant",
+	adjacency := adjacencyText(p.Accountant, p.N, p.Plan.UserLevel)
+	level := ""
+	if p.Plan.UserLevel {
+		level = "user-level "
+	}
+	s := fmt.Sprintf(level+"(ε = %.4g, δ = %g)-DP after %d steps under %s, proven for the %s sampler by the %s accountant",
 		eps, p.Plan.Delta, res.Steps, adjacency, p.Accountant.Sampler(), p.Accountant.Name())
 	if res.EpsilonSteps > res.Steps {
 		s += fmt.Sprintf(" (ε covers %d steps: the run stopped inside an epoch, which was charged whole before its first step)", res.EpsilonSteps)
@@ -34,7 +38,7 @@ func (p *Private) Guarantee(res *engine.Result) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		s = fmt.Sprintf("(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s, proven for the %s sampler by the %s accountant (budget δ = %g)",
+		s = fmt.Sprintf(level+"(0, δ = %.4g)-DP (total variation ≤ %.4g, so (ε, %.4g)-DP for every ε ≥ 0) after %d steps under %s, proven for the %s sampler by the %s accountant (budget δ = %g)",
 			spent, spent, spent, res.Steps, adjacency, p.Accountant.Sampler(), p.Accountant.Name(), p.Plan.Delta)
 	}
 	// A run whose steps ran on the GPU gets the same sentence: the CUDA backend sums the
@@ -56,8 +60,15 @@ func (p *Private) DeltaSpent(res *engine.Result) (float64, error) {
 	return spent, nil
 }
 
-// adjacencyText names the guarantee's neighbouring relation for the guarantee sentence.
-func adjacencyText(acc privacy.Accountant, n int) string {
+// adjacencyText names the guarantee's neighbouring relation for the guarantee sentence; at
+// the user level, the unit replaced or removed is a user with all its records.
+func adjacencyText(acc privacy.Accountant, n int, users bool) string {
+	if users {
+		if acc.Adjacency() == privacy.AdjacencyZeroOut {
+			return fmt.Sprintf("user-level zero-out adjacency (neighbouring datasets differ in all records of one user: that user's records replaced by ghosts whose gradients are zero; the number of users N = %d is public)", n)
+		}
+		return "user-level " + acc.Adjacency() + " adjacency (neighbouring datasets differ in all records of one user)"
+	}
 	if acc.Adjacency() == privacy.AdjacencyZeroOut {
 		return fmt.Sprintf("zero-out adjacency (one record replaced by a ghost whose gradient is zero; the dataset size N = %d is public)", n)
 	}

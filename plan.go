@@ -82,6 +82,31 @@ type Plan struct {
 	Seed uint64
 	// NonPrivate trains without clipping and noise (the same code path), as a baseline.
 	NonPrivate bool
+	// UserLevel makes the user, not the record, the unit of privacy (engine.Config.UserLevel):
+	// Resolve's n is then the number of users, BatchSize the expected users per step, the
+	// sampler draws users, each drawn user's records go into the step together and the user's
+	// summed gradient is clipped to Clip; the guarantee is user-level (neighbouring datasets
+	// differ in all records of one user). The training set needs user ids (Dataset.User).
+	UserLevel bool
+	// MaxUserRecords caps the records one user brings to a step (a seeded subset of a user
+	// that owns more), ≥ 0; 0 is the engine's default, the physical batch. UserLevel only. The
+	// guarantee does not depend on it: a user's clipped gradient is bounded by Clip whatever
+	// the cap.
+	MaxUserRecords int
+}
+
+// The units of privacy, Private.Unit: what a neighbouring dataset adds or removes.
+const (
+	UnitRecord = "record"
+	UnitUser   = "user"
+)
+
+// unitsName names what the plan's n counts, for messages.
+func (p Plan) unitsName() string {
+	if p.UserLevel {
+		return "users"
+	}
+	return "training examples"
 }
 
 // Options are Resolve's hooks; the zero value (or nil) is the default.
@@ -138,7 +163,13 @@ func (p *Plan) validate(n int) error {
 		return bad("Sampler", nil, "%q: want %s", p.Sampler, samplerList())
 	}
 	if p.BatchSize < 1 || p.BatchSize > n {
-		return bad("BatchSize", nil, "%d: want a value in [1, %d] (the training examples)", p.BatchSize, n)
+		return bad("BatchSize", nil, "%d: want a value in [1, %d] (the %s)", p.BatchSize, n, p.unitsName())
+	}
+	if p.MaxUserRecords < 0 {
+		return bad("MaxUserRecords", nil, "%d: want ≥ 1 (0: the physical batch)", p.MaxUserRecords)
+	}
+	if p.MaxUserRecords != 0 && !p.UserLevel {
+		return bad("MaxUserRecords", nil, "%d: for a user-level plan only (UserLevel)", p.MaxUserRecords)
 	}
 	if p.Epochs < 1 {
 		return bad("Epochs", nil, "%d: want ≥ 1", p.Epochs)
@@ -188,7 +219,8 @@ func (p *Plan) validate(n int) error {
 	return nil
 }
 
-// Resolve checks the plan for a run over n training examples of the model arch, builds its
+// Resolve checks the plan for a run over n training examples (n users for a UserLevel plan:
+// every statement below then counts users) of the model arch, builds its
 // sampler and accountant, calibrates σ (or ball noise's radius) where the plan leaves it 0,
 // and starts the ledger. Every error about the plan wraps ErrInvalid (a *FieldError names the
 // field); a calibration stopped by ctx returns ctx's error, wrapped. opt may be nil.
@@ -322,7 +354,7 @@ func (p Plan) newSampler(n int) (sampler.Sampler, accounting.Spec, error) {
 		return nil, spec, fmt.Errorf("dpsgd: dataset size N = %d: want ≥ 1: %w", n, ErrInvalid)
 	}
 	if p.BatchSize < 1 || p.BatchSize > n {
-		return nil, spec, bad("BatchSize", nil, "%d: want a value in [1, %d] (the training examples)", p.BatchSize, n)
+		return nil, spec, bad("BatchSize", nil, "%d: want a value in [1, %d] (the %s)", p.BatchSize, n, p.unitsName())
 	}
 	var smp sampler.Sampler
 	var err error
