@@ -139,8 +139,8 @@ func LoadCSVUsers(path string, s *Schema, userColumn string) (*Dataset, error) {
 const MaxUserID = 256
 
 // ReadCSVUsers is [Encoder.ReadCSV] with a user column (userColumn ≠ ""; "" reads no user
-// column): the column, which must be in the header and must not be a column or the label of
-// the schema, is removed before the record is encoded, and its values — opaque strings,
+// column): the column, which must be in the header and must not be the label or a numeric or
+// categorical column of the schema (an ignored one is fine), is removed before the record is encoded, and its values — opaque strings,
 // trimmed, compared byte for byte — become the dataset's dense user ids (Dataset.User), in
 // order of first appearance. An empty id, or one longer than MaxUserID bytes, is an error
 // naming the row (counted from 0 among the records), its line and the column.
@@ -187,7 +187,7 @@ func (e *Encoder) userField(header []string, userColumn string) (int, error) {
 		return -1, fmt.Errorf("user column %q is the label column", clip(userColumn))
 	}
 	for _, c := range e.cols {
-		if c.name == userColumn {
+		if c.name == userColumn && c.typ != ColumnIgnore {
 			return -1, fmt.Errorf("user column %q is a feature column of the schema: the user id must not be a feature", clip(userColumn))
 		}
 	}

@@ -17,13 +17,17 @@ type dataFlags struct {
 	schema, label        string // --schema FILE; --label COLUMN overrides the schema's label column
 	testData, testLabels string
 	testSplit            float64
+	// userColumn (--user-column) names the CSV column of the records' users: a user-level
+	// run; maxUserRecords (--max-user-records) caps a user's records per step.
+	userColumn     string
+	maxUserRecords int
 	// encodedWith is the validated schema the data was encoded with (--label applied), once
 	// loadTrainTest has read it: what --save stores in the model.
 	encodedWith *datasets.Schema
 }
 
 // ownDataFlags are the names of dataFlags' flags.
-var ownDataFlags = []string{"data", "labels", "schema", "label", "test-data", "test-labels", "test-split"}
+var ownDataFlags = []string{"data", "labels", "schema", "label", "test-data", "test-labels", "test-split", "user-column"}
 
 // defaultTestSplit is the fraction held out as the test set without --test-data or
 // --test-split.
@@ -41,6 +45,8 @@ func (d *dataFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.label, "label", "", "--dataset csv: the label column, instead of the schema's label.column")
 	fs.StringVar(&d.testData, "test-data", "", "test set file, encoded with the same schema (IDX: with --test-labels); default: --test-split of --data")
 	fs.StringVar(&d.testLabels, "test-labels", "", "--dataset idx: the IDX labels file of --test-data")
+	fs.StringVar(&d.userColumn, "user-column", "", "--dataset csv: the column naming each record's user (opaque ids, removed from the features): a user-level run, whose unit of privacy is a user with all its records — users are sampled (--batch-size is then the expected users per step), each user's summed gradient is clipped to --clip, and the guarantee is user-level with N = the number of users. CPU only; no checkpoints")
+	fs.IntVar(&d.maxUserRecords, "max-user-records", 0, "--user-column: the most records one user brings to a step, a seeded uniform subset of a user that owns more, in [1, --physical-batch] (default: --physical-batch); it bounds a step's cost, the guarantee holds whatever it is")
 	fs.Float64Var(&d.testSplit, "test-split", 0, "fraction of --data held out as the test set by a fixed public shuffle (the split, and so the training N, are public); default 0.2 without --test-data")
 }
 
@@ -97,6 +103,21 @@ func (f *trainFlags) resolveDataset() error {
 	case set["test-split"] && !(d.testSplit > 0 && d.testSplit < 1):
 		return usagef("--test-split %v: want a fraction in (0, 1)", d.testSplit)
 	}
+	if set["max-user-records"] && d.userColumn == "" {
+		return usagef("--max-user-records %d: for a user-level run (--user-column)", d.maxUserRecords)
+	}
+	if d.userColumn != "" {
+		switch {
+		case f.dataset != "csv":
+			return usagef("--user-column: for --dataset csv")
+		case strings.TrimSpace(d.userColumn) == "":
+			return usagef("--user-column %q: want a column name", d.userColumn)
+		case set["max-user-records"] && d.maxUserRecords < 1:
+			return usagef("--max-user-records %d: want ≥ 1", d.maxUserRecords)
+		case f.checkpoint != "" || f.resume != "":
+			return usagef("--checkpoint and --resume with --user-column: checkpoints of user-level runs are not supported")
+		}
+	}
 	if f.dataset == "csv" {
 		for _, name := range []string{"labels", "test-labels"} {
 			if set[name] {
@@ -135,7 +156,7 @@ func (f *trainFlags) loadTrainTest(ctx context.Context) (train, test *datasets.D
 		var ds *datasets.Dataset
 		var err error
 		if f.dataset == "csv" {
-			ds, err = datasets.LoadCSV(data, s)
+			ds, err = datasets.LoadCSVUsers(data, s, d.userColumn)
 		} else {
 			ds, err = datasets.LoadIDX(data, labels, s)
 		}

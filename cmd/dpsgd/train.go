@@ -137,12 +137,12 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
 	fs.StringVar(&f.accountant, "accountant", "", "accountant proven for the sampler (default: the tightest; dpsgd account lists them)")
-	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
+	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size (with --user-column: expected users per step)")
 	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 10 standard deviations + 10)")
 	fs.IntVar(&f.epochs, "epochs", 0, "epochs to train (the budget may stop earlier)")
 	fs.Float64Var(&f.sigma, "sigma", 0, "noise multiplier σ (noise std σ·C); default: calibrated to --target-epsilon over --epochs")
-	fs.Float64Var(&f.clip, "clip", 0, "per-example clip norm C")
+	fs.Float64Var(&f.clip, "clip", 0, "per-example clip norm C (with --user-column: per user, of the sum of its records' gradients)")
 	fs.Float64Var(&f.lr, "lr", 0, "learning rate")
 	fs.StringVar(&f.optimizer, "optimizer", "", strings.Join(engine.OptimizerNames(), ", ")+" (each with its own default --lr)")
 	fs.Float64Var(&f.momentum, "momentum", -1, "momentum coefficient (optimizer momentum)")
@@ -311,7 +311,16 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if err != nil {
 		return nil, err
 	}
-	if f.batch > train.N {
+	units, userLevel := train.N, f.own.userColumn != ""
+	if userLevel {
+		units = train.Users
+		if f.batch > units {
+			return nil, usagef("--batch-size %d: want ≤ the %d users of the training set (--user-column: the expected users per step)", f.batch, units)
+		}
+		if f.own.maxUserRecords > f.physBatch {
+			return nil, usagef("--max-user-records %d: want a value in [1, %d] (--physical-batch: one user's records of a step run in one physical batch)", f.own.maxUserRecords, f.physBatch)
+		}
+	} else if f.batch > train.N {
 		return nil, usagef("--batch-size %d: want ≤ the %d training examples", f.batch, train.N)
 	}
 	arch, err := f.arch(train, hidden, act)
@@ -323,8 +332,12 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 		dt = tensor.Float64
 	}
 	rc := &runConfig{train: train, test: test}
+	phys := min(f.physBatch, f.batch)
+	if userLevel {
+		phys = f.physBatch // a step holds the records of --batch-size users
+	}
 	rc.cfg = engine.Config{
-		Arch: arch, Dtype: dt, PhysicalBatch: min(f.physBatch, f.batch), Replicas: f.replicas,
+		Arch: arch, Dtype: dt, PhysicalBatch: phys, Replicas: f.replicas,
 		Optimizer: engine.OptimizerConfig{
 			Name: f.optimizer, LR: f.lr, Momentum: f.momentum, WeightDecay: f.decay,
 			Schedule: f.schedule, EMA: f.ema,
@@ -349,7 +362,7 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 		},
 		SamplerKey: f.ckptSamplerKey(rc, resumeFrom),
 	}
-	if rc.priv, err = plan.Resolve(ctx, train.N, arch, opt); err != nil {
+	if rc.priv, err = plan.Resolve(ctx, units, arch, opt); err != nil {
 		return nil, planUsage(err)
 	}
 	if rc.priv.SigmaSource == "given" && f.fromCheckpoint["sigma"] {
@@ -365,6 +378,7 @@ func (f *trainFlags) plan(target float64) dpsgd.Plan {
 		Sampler: dpsgd.Sampler(f.samplerName), BatchSize: f.batch, MaxBatch: f.maxBatch, Epochs: f.epochs,
 		Clip: f.clip, Sigma: f.sigma, TargetEpsilon: target, Delta: f.delta, Accountant: f.accountant,
 		Noise: f.noise, Radius: f.radius, Secure: f.secure, Seed: f.seed, NonPrivate: f.nonPrivate,
+		UserLevel: f.own.userColumn != "", MaxUserRecords: f.own.maxUserRecords,
 	}
 }
 
@@ -373,7 +387,7 @@ var planFlags = map[string]string{
 	"Sampler": "--sampler", "BatchSize": "--batch-size", "MaxBatch": "--max-batch", "Epochs": "--epochs",
 	"Clip": "--clip", "Sigma": "--sigma", "TargetEpsilon": "--target-epsilon", "Delta": "--delta",
 	"Accountant": "--accountant", "Noise": "--noise", "Radius": "--radius", "Secure": "--secure",
-	"Seed": "--seed", "NonPrivate": "--non-private",
+	"Seed": "--seed", "NonPrivate": "--non-private", "UserLevel": "--user-column", "MaxUserRecords": "--max-user-records",
 }
 
 // planUsage makes the front door's refusal of a plan a usage error (exit 2) naming the flag;
@@ -561,6 +575,8 @@ type trainJSON struct {
 	StoppedByBudget   bool               `json:"stopped_by_budget"`
 	ExamplesPerSecond float64            `json:"examples_per_second"`
 	Sampler           string             `json:"sampler"`
+	PrivacyUnit       string             `json:"privacy_unit"`    // what a neighbouring dataset adds or removes: record, or user (--user-column)
+	Users             int                `json:"users,omitempty"` // --user-column: the training set's users (N of the guarantee)
 	Accountant        string             `json:"accountant"`
 	Guarantee         string             `json:"guarantee"`
 	Adjacency         string             `json:"adjacency,omitempty"`
@@ -688,7 +704,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, Precision: res.Precision, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
-		NotCovered: notCovered(f.privateStats),
+		NotCovered: notCovered(f.privateStats), PrivacyUnit: rc.priv.Unit(),
+	}
+	if rc.cfg.UserLevel {
+		out.Users = rc.train.Users
 	}
 	// Throughput from the public expected batch size: the realized batch sizes are part of
 	// the sampler's secret randomness (they say how many records a step held).
