@@ -27,9 +27,12 @@ import (
 // float64 over the user's rows), convolutions' and materialized rules' per-example gradients
 // summed over the user, an embedding's grouped rows summed — and the vector whose norm is
 // measured is the vector summed. The ghost form of a group's norm,
-// ‖A_uᵀE_u‖² = Σ_{i,j∈u}(aᵢ·aⱼ)(eᵢ·eⱼ) (kernels.GroupGhostNorm), is not used to clip: it
-// cancels when the user's records have opposing gradients, and a hostile user can make the
-// cancellation hide a gradient many times C (TestGroupGhostNormCancellation).
+// ‖[A_u, 1]ᵀE_u‖² = Σ_{i,j∈u}(aᵢ·aⱼ + 1)(eᵢ·eⱼ), is not used to clip: its Gram sums cancel
+// when the user's records have nearly opposite gradients, its rounding error is then of the
+// order of the records' gradients rather than of their sum, and a hostile user can make it
+// hide a summed gradient thousands of times C (TestGroupGhostNormCancellation). The
+// materialized sum costs about what the ghost form would for groups of several records:
+// Σ_u |u|·In·Out multiply-adds per dense layer, the clipped GEMM's own count.
 
 // userIndex lists each user's records, for a user-level run: user u's are
 // rec[off[u]:off[u+1]], in increasing order.

@@ -422,3 +422,88 @@ func TestUserChunks(t *testing.T) {
 		}
 	}
 }
+
+// groupGhostNorm2 is the ghost form of a user's dense-layer gradient norm,
+// ‖[A_u, 1]ᵀE_u‖² = Σ_{i,j∈u}(aᵢ·aⱼ + 1)(eᵢ·eⱼ), from the n rows of a (n×in) and e (n×out).
+func groupGhostNorm2(a, e []float64, n, in, out int) float64 {
+	var s float64
+	for i := range n {
+		for j := range n {
+			var aa, ee float64
+			for k := range in {
+				aa += a[i*in+k] * a[j*in+k]
+			}
+			for k := range out {
+				ee += e[i*out+k] * e[j*out+k]
+			}
+			s += (aa + 1) * ee
+		}
+	}
+	return s
+}
+
+// materialNorm2 is ‖[A_u, 1]ᵀE_u‖² of the materialized user gradient, as userGrad forms it.
+func materialNorm2(a, e []float64, n, in, out int) (float64, []float64) {
+	g := make([]float64, (in+1)*out)
+	kernels.Gemm(true, false, in, out, n, 1, a, in, e, out, 0, g[:in*out], out)
+	for i := range n {
+		for k := range out {
+			g[in*out+k] += e[i*out+k]
+		}
+	}
+	return kernels.SqNorm(g), g
+}
+
+// TestGroupGhostNormCancellation: the ghost form of a group's norm equals the materialized
+// norm on ordinary data (random groups of 1 to 6 rows, to 1e-12), but when a user's records
+// have nearly opposite gradients the Gram sums cancel: the ghost form's error is of the order
+// of the terms, not of the result, and clipping with it lets the user's summed gradient exceed
+// C many times over, while the materialized gradient clipped by its own norm stays within C.
+// This is why the user-level step materializes g_u (users.go).
+func TestGroupGhostNormCancellation(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	for trial := range 100 {
+		n, in, out := 1+r.IntN(6), 1+r.IntN(5), 1+r.IntN(4)
+		a, e := make([]float64, n*in), make([]float64, n*out)
+		for j := range a {
+			a[j] = r.NormFloat64()
+		}
+		for j := range e {
+			e[j] = r.NormFloat64()
+		}
+		ghost := groupGhostNorm2(a, e, n, in, out)
+		mat, _ := materialNorm2(a, e, n, in, out)
+		if relErr(ghost, mat) > 1e-12 {
+			t.Fatalf("trial %d: ghost %v, materialized %v", trial, ghost, mat)
+		}
+	}
+	// Two records, the second's error nearly the opposite of the first's: g_u = a⊗(e₁ + e₂)
+	// is 1e-9 of each record's gradient.
+	const clip = 1.0
+	worst := 0.0
+	for trial := range 50 {
+		in, out := 4, 3
+		a, e := make([]float64, 2*in), make([]float64, 2*out)
+		for k := range in {
+			a[k] = 1e6 * r.NormFloat64()
+			a[in+k] = a[k]
+		}
+		for k := range out {
+			e[k] = 1e6 * r.NormFloat64()
+			e[out+k] = -e[k] * (1 - 1e-9)
+		}
+		mat, g := materialNorm2(a, e, 2, in, out)
+		ghost := groupGhostNorm2(a, e, 2, in, out)
+		c := []float64{0}
+		kernels.ClipCoefs(c, []float64{mat}, nil, kernels.ClipBound[float64](clip))
+		if got := c[0] * math.Sqrt(kernels.SqNorm(g)); !(got <= clip) {
+			t.Fatalf("trial %d: the materialized clip gives ‖c·g_u‖ = %v > C", trial, got)
+		}
+		kernels.ClipCoefs(c, []float64{ghost}, nil, kernels.ClipBound[float64](clip))
+		worst = max(worst, c[0]*math.Sqrt(mat)/clip)
+	}
+	if !(worst > 2) {
+		t.Errorf("clipping with the ghost form kept ‖c·g_u‖ ≤ %.3g·C: the cancellation this test shows did not happen", worst)
+	}
+	t.Logf("clipped with the ghost form, ‖c·g_u‖ reached %.3g·C", worst)
+}
