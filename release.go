@@ -44,6 +44,9 @@ func (p *Private) Release(res *engine.Result) (model.Guarantee, error) {
 		Accountant: p.Accountant.Name(), Sampler: p.Accountant.Sampler(), Adjacency: p.Accountant.Adjacency(),
 		Mechanism: model.MechanismGaussian, Secure: p.Plan.Secure,
 	}
+	if p.Plan.UserLevel {
+		g.Unit = UnitUser
+	}
 	if p.Plan.ball() {
 		g.Mechanism, g.Epsilon = model.MechanismBall, 0
 		if g.Delta, err = p.DeltaSpent(res); err != nil {

@@ -130,6 +130,9 @@ type Guarantee struct {
 	Accountant string `json:"accountant"`
 	Sampler    string `json:"sampler"`
 	Adjacency  string `json:"adjacency"`
+	// Unit is the unit of privacy, "user" for a user-level run (neighbouring datasets differ
+	// in all records of one user); absent for a record-level run.
+	Unit string `json:"privacy_unit,omitempty"`
 	// Mechanism is the noise: "gaussian" or "ball".
 	Mechanism string `json:"mechanism"`
 	// Secure is true when the noise and batches came from a cryptographically secure generator,
@@ -230,6 +233,9 @@ func (g *Guarantee) Validate() error {
 		if v == "" || len(v) > 64 || !utf8.ValidString(v) {
 			return fmt.Errorf("guarantee: %s %q: want a name", name, v)
 		}
+	}
+	if g.Unit != "" && g.Unit != "user" {
+		return fmt.Errorf("guarantee: privacy_unit %q: want user, or absent for a record-level run", g.Unit)
 	}
 	if g.Mechanism != MechanismGaussian && g.Mechanism != MechanismBall {
 		return fmt.Errorf("guarantee: mechanism %q: want %s or %s", g.Mechanism, MechanismGaussian, MechanismBall)
