@@ -111,11 +111,11 @@ const MinClip = 0x1p-100
 
 // MaxStepBytes bounds the memory a configuration's training step asks for on the CPU, about
 // Replicas × (PhysicalBatch × nn.Arch.StepValues × the dtype's size + the replica's float64
-// gradient sums, two per parameter): 64 GiB. A model file within the per-layer limits
-// (nn.MaxActivation, nn.MaxStackParams) could otherwise ask for terabytes at the default
-// physical batch (a convolution's per-example gradients alone: up to 2²⁸ values per example),
-// and fail in the allocator (a fatal error, not an error the CLI can report) instead of being
-// refused.
+// gradient sums, two per parameter, three in a user-level run): 64 GiB. A model file within
+// the per-layer limits (nn.MaxActivation, nn.MaxStackParams) could otherwise ask for
+// terabytes at the default physical batch (a convolution's per-example gradients alone: up to
+// 2²⁸ values per example), and fail in the allocator (a fatal error, not an error the CLI can
+// report) instead of being refused.
 const MaxStepBytes = 1 << 36
 
 // Noise mechanisms of Config.Noise: the accounting's names (one home for the name set).
@@ -134,7 +134,11 @@ func (c *Config) checkStepMemory() error {
 	if c.Dtype == tensor.Float64 {
 		size = 8
 	}
-	need := float64(c.Replicas) * (float64(c.PhysicalBatch)*v*size + 16*float64(c.Arch.NumParams()))
+	sums := 16.0 // the replica's float64 gradient sums, two per parameter
+	if c.UserLevel {
+		sums += 8 // and one user's gradient (users.go)
+	}
+	need := float64(c.Replicas) * (float64(c.PhysicalBatch)*v*size + sums*float64(c.Arch.NumParams()))
 	if need > MaxStepBytes {
 		return fmt.Errorf("a training step of this model (%d parameters, about %.3g values per example) at physical batch %d with %d replicas holds about %.3g GiB: want at most %d GiB (lower the physical batch or the replicas, or shrink the model)",
 			c.Arch.NumParams(), v, c.PhysicalBatch, c.Replicas, need/(1<<30), MaxStepBytes>>30)

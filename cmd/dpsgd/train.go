@@ -710,7 +710,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out.Users = rc.train.Users
 	}
 	// Throughput from the public expected batch size: the realized batch sizes are part of
-	// the sampler's secret randomness (they say how many records a step held).
+	// the sampler's secret randomness (they say how many records a step held). In a
+	// user-level run the expected batch is in users, and so is this rate (users per second):
+	// how many records a user holds is not public.
 	if res.Seconds > 0 {
 		out.ExamplesPerSecond = float64(res.Steps-max(res.ResumedFromStep, 0)) * rc.priv.Sampler.ExpectedBatchSize() / res.Seconds
 	}
