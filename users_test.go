@@ -94,6 +94,20 @@ func TestUserLevelRun(t *testing.T) {
 			t.Errorf("an unknown privacy unit: %v", err)
 		}
 	}
+	// Secure mode samples users from the secure sampler and states a user-level guarantee.
+	sp := Plan{Sampler: Poisson, BatchSize: 8, Epochs: 1, Clip: 1, Sigma: 1.1, Delta: 1e-5, Secure: true, UserLevel: true}
+	spriv, err := sp.Resolve(context.Background(), train.Users, testArch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := engine.Config{Arch: testArch, PhysicalBatch: 32, Optimizer: engine.OptimizerConfig{Name: engine.OptimizerSGD, LR: 0.5}}
+	sres, err := spriv.Train(context.Background(), scfg, train, test, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := spriv.Guarantee(sres); err != nil || !strings.HasPrefix(g, "user-level (ε = ") || !strings.Contains(g, "secure generator") {
+		t.Errorf("secure user-level guarantee %q (%v)", g, err)
+	}
 	// A record-level plan says record.
 	rp := basePlan()
 	priv, err := rp.Resolve(context.Background(), 500, testArch, nil)
