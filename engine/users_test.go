@@ -507,3 +507,51 @@ func TestGroupGhostNormCancellation(t *testing.T) {
 	}
 	t.Logf("clipped with the ghost form, ‖c·g_u‖ reached %.3g·C", worst)
 }
+
+// BenchmarkUserStep compares a user-level step with the record-level step on an MNIST-sized
+// MLP (784 → 256 → 10, float32) over 256 records: users of one record each, and of eight.
+func BenchmarkUserStep(b *testing.B) {
+	arch := nn.MLP([]int{784}, 10, []int{256}, nn.Tanh)
+	params, err := nn.NewParams(arch, tensor.Float32, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 256
+	ds := randomDataset(arch, n, 2)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	rep, err := newReplica[float32](arch, params, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rep.net.Close()
+	reps := []*replica[float32]{rep}
+	grads := make([][]float64, len(params.List))
+	for p, q := range params.List {
+		grads[p] = make([]float64, q.Value.Shape().TotalSize())
+	}
+	b.Run("records", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := gradStep(reps, ds, idx, n, 1, grads, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, size := range []int{1, 8} {
+		sizes := make([]int, n/size)
+		for i := range sizes {
+			sizes[i] = size
+		}
+		ub := partition(sizes...)
+		var bufs userChunkBufs
+		b.Run(fmt.Sprintf("users-of-%d", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := gradStepUsers(reps, ds, ub, n, 1, grads, &bufs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
