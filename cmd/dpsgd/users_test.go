@@ -90,6 +90,7 @@ func TestTrainUserColumn(t *testing.T) {
 		{append(common[:len(common):len(common)], "--user-column", "nobody", "--batch-size", "5"), `no user column "nobody"`},
 		{append(common[:len(common):len(common)], "--user-column", "x1", "--batch-size", "5"), `user column "x1" is a feature column`},
 		{append(common[:len(common):len(common)], "--user-column", "who", "--batch-size", "5", "--checkpoint", filepath.Join(dir, "ck")), "checkpoints of user-level runs are not supported"},
+		{append(common[:len(common):len(common)], "--user-column", "who", "--batch-size", "5", "--device", "cuda"), "user-level runs"},
 		{[]string{"train", "--dataset", "csv", "--data", bad, "--schema", schema, "--user-column", "who", "--batch-size", "2"}, "row 7"},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)
