@@ -13,7 +13,7 @@ import (
 )
 
 // User-level DP (Config.UserLevel; docs/privacy-math.md, "User-level privacy"): the unit of
-// privacy is a user, all of whose records a neighbouring dataset may add or remove. The
+// privacy is a user: neighbouring datasets differ in all records of one user. The
 // sampler draws users (its N is the number of users); each drawn user brings its records, at
 // most Config.MaxUserRecords of them per step (a seeded subset of a user that owns more); the
 // user's gradient g_u = Σ_{i∈u} gᵢ over those records is clipped as one vector,
@@ -31,8 +31,10 @@ import (
 // when the user's records have nearly opposite gradients, its rounding error is then of the
 // order of the records' gradients rather than of their sum, and a hostile user can make it
 // hide a summed gradient thousands of times C (TestGroupGhostNormCancellation). The
-// materialized sum costs about what the ghost form would for groups of several records:
-// Σ_u |u|·In·Out multiply-adds per dense layer, the clipped GEMM's own count.
+// materialized gradient costs a dense layer Σ_u (|u| + 3)·In·Out operations (the GEMM, then
+// writing, measuring and adding In·Out values per user), against B·In·Out for the record-level
+// clipped GEMM: about 2× the record-level step for users of one record, 1.5× for users of
+// eight (docs/benchmarks.md, "The user-level step").
 
 // userIndex lists each user's records, for a user-level run: user u's are
 // rec[off[u]:off[u+1]], in increasing order.
