@@ -103,3 +103,35 @@ func TestRelease(t *testing.T) {
 		t.Errorf("non-private: %v, want ErrInvalid", err)
 	}
 }
+
+// TestReleaseShuffle: a shuffled run releases its guarantee, whose accountant is the name of the
+// ledger's accountant ("gaussian-epochs" for the ledger's method "gdp"), and the model file's
+// check accepts it; a released accountant name that is neither is refused.
+func TestReleaseShuffle(t *testing.T) {
+	ctx := context.Background()
+	p := Plan{Sampler: Shuffle, BatchSize: 50, Epochs: 2, Clip: 1, Sigma: 1, Delta: 1e-5, Seed: 7}
+	priv, err := p.Resolve(ctx, 500, testArch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := priv.Sampler.StepsPerEpoch()
+	eps, err := priv.Accountant.Epsilon(m, p.Delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := priv.Ledger.Record(1, m, eps); err != nil {
+		t.Fatal(err)
+	}
+	g, err := priv.Release(&engine.Result{Epsilon: eps, Steps: m, EpsilonSteps: m})
+	if err != nil {
+		t.Fatalf("release of a shuffled run: %v", err)
+	}
+	if g.Accountant != priv.Accountant.Name() || g.Sampler != "shuffle" || g.Ledger.Method == g.Accountant {
+		t.Errorf("released accountant %q sampler %q, ledger method %q", g.Accountant, g.Sampler, g.Ledger.Method)
+	}
+	bad := g
+	bad.Accountant = "rdp"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "the ledger says") {
+		t.Errorf("accountant rdp on a gdp ledger: %v, want refused", err)
+	}
+}

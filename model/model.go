@@ -244,8 +244,15 @@ func (g *Guarantee) Validate() error {
 	if l == nil {
 		return errors.New("guarantee: no ledger")
 	}
+	// The accountant's name is the one the ledger's own accountant gives (the shuffle's
+	// "gdp" method is the accountant "gaussian-epochs"), or the ledger's method itself.
+	ledgerName := l.Method
+	if acc, err := l.Accountant(); err == nil {
+		ledgerName = acc.Name()
+	}
+	named := func(name string) bool { return g.Accountant == name || strings.HasPrefix(g.Accountant, name+"+") }
 	switch {
-	case l.Method != g.Accountant && !strings.HasPrefix(g.Accountant, l.Method+"+") || l.Sampler != g.Sampler || l.Adjacency != g.Adjacency:
+	case !named(l.Method) && !named(ledgerName) || l.Sampler != g.Sampler || l.Adjacency != g.Adjacency:
 		return fmt.Errorf("guarantee: accountant %q, sampler %q, adjacency %q: the ledger says %q, %q, %q",
 			g.Accountant, g.Sampler, g.Adjacency, l.Method, l.Sampler, l.Adjacency)
 	case l.IsBall() != (g.Mechanism == MechanismBall):
