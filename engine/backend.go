@@ -72,13 +72,18 @@ func (r *run[T]) dpStep(ds *datasets.Dataset, idx []int, noise stepNoise, lr, ex
 	}
 	var st StepStats
 	var err error
-	if r.users != nil {
-		// A user-level step (users.go): idx are users, r.ub their records.
+	if r.users != nil || r.aug != nil {
+		// A user-level step (users.go): idx are users, r.ub their records; or an augmented
+		// step (augment.go): r.ub the examples' views.
 		us, ok := r.be.(userSummer)
 		if !ok {
-			return st, fmt.Errorf("engine: a user-level step needs the CPU backend")
+			return st, fmt.Errorf("engine: a user-level or augmented step needs the CPU backend")
 		}
-		st, err = us.clippedSumUsers(ds, &r.ub, clip)
+		var views *viewStep
+		if r.aug != nil {
+			views = &r.view
+		}
+		st, err = us.clippedSumUsers(ds, &r.ub, clip, views)
 	} else {
 		st, err = r.be.clippedSum(ds, idx, clip)
 	}

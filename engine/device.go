@@ -50,6 +50,8 @@ func CUDASupport(cfg *Config) error {
 		return errors.New("the CUDA backend runs the preset models only (logreg, mlp, cnn: GEMM-rule layers); a layer-stack model (--model FILE) runs on the CPU")
 	case cfg.UserLevel:
 		return errors.New("user-level runs (Config.UserLevel, --user-column) clip each user's summed gradient on the CPU only")
+	case cfg.augmenting():
+		return errors.New("augmented runs (Config.AugMult, Config.Augment, --augmult) clip each example's mean over its views on the CPU only")
 	case cfg.Secure && !cfg.NonPrivate:
 		return errors.New("secure noise (Config.Secure, --secure) is drawn on the CPU only (the CUDA kernels draw the seeded Philox stream)")
 	}

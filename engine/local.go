@@ -67,6 +67,9 @@ func NewLearner(cfg Config) (*Learner, error) {
 	if cfg.Checkpoint.active() {
 		return nil, fmt.Errorf("engine: learner: checkpoint options: not used by a Learner, want none")
 	}
+	if cfg.augmenting() {
+		return nil, fmt.Errorf("engine: learner: augmentation multiplicity %d, augment %+v: not provided by a Learner, want neither", cfg.AugMult, cfg.Augment)
+	}
 	if cfg.Optimizer.EMA != 0 {
 		return nil, fmt.Errorf("engine: learner: ema %v: want 0 (a Learner's parameters are set from outside)", cfg.Optimizer.EMA)
 	}

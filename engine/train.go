@@ -101,6 +101,15 @@ type Config struct {
 	// user that owns more), in [1, PhysicalBatch]; 0 is PhysicalBatch. The sensitivity is one
 	// user's clipped gradient whatever the cap; the cap bounds a step's cost. UserLevel only.
 	MaxUserRecords int
+	// AugMult is the augmentation multiplicity K (augment.go): each sampled example runs as K
+	// views (augmentations of the record, Augment), and the mean of the views' gradients is
+	// clipped as the example's gradient; the accounting is unchanged. In [1, MaxAugMult]; 0
+	// and 1 are off (the record-level step bit for bit, unless Augment is set: then one
+	// augmented view per example). At most PhysicalBatch. Images only; CPU only; not with
+	// UserLevel; checkpoints are refused.
+	AugMult int
+	// Augment is the augmentation of the views (the zero value: none).
+	Augment Augment
 }
 
 // MinClip is the smallest clip norm C a private run takes (2⁻¹⁰⁰ ≈ 7.9e-31). Below it the
@@ -135,8 +144,8 @@ func (c *Config) checkStepMemory() error {
 		size = 8
 	}
 	sums := 16.0 // the replica's float64 gradient sums, two per parameter
-	if c.UserLevel {
-		sums += 8 // and one user's gradient (users.go)
+	if c.UserLevel || c.augmenting() {
+		sums += 8 // and one user's (or example's) gradient (users.go)
 	}
 	need := float64(c.Replicas) * (float64(c.PhysicalBatch)*v*size + sums*float64(c.Arch.NumParams()))
 	if need > MaxStepBytes {
@@ -206,6 +215,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateUsers(); err != nil {
+		return err
+	}
+	if err := c.validateAugMult(); err != nil {
 		return err
 	}
 	if err := c.validateDevice(); err != nil {
@@ -331,6 +343,11 @@ func Train(ctx context.Context, cfg Config, train, test *datasets.Dataset, smp s
 	} else if smp.DatasetSize() != train.N {
 		return nil, fmt.Errorf("sampler is for %d examples, dataset has %d", smp.DatasetSize(), train.N)
 	}
+	if cfg.augmenting() {
+		if err := checkAugment(&cfg, train); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.NonPrivate && pv.Accountant == nil {
 		return nil, fmt.Errorf("a private run needs an accountant")
 	}
@@ -399,6 +416,9 @@ type run[T kernels.Float] struct {
 	// step's users' records.
 	users *userIndex
 	ub    userBatch
+	// aug makes the views of an augmented run (nil otherwise); view is the current step's.
+	aug  *augmenter
+	view viewStep
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -486,6 +506,10 @@ func (r *run[T]) step(ds *datasets.Dataset, idx []int, step, total int, expected
 	if r.users != nil {
 		r.users.batch(idx, step, &r.ub)
 	}
+	if r.aug != nil {
+		r.aug.batch(idx, &r.ub)
+		r.view = viewStep{a: r.aug, step: step}
+	}
 	switch {
 	case r.cfg.NonPrivate:
 	case r.cfg.Noise == NoiseBall:
@@ -543,6 +567,9 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 	}
 	if cfg.UserLevel {
 		r.users = newUserIndex(train, cfg.MaxUserRecords, seedmix.Mix(cfg.Seed, 5))
+	}
+	if cfg.augmenting() {
+		r.aug = newAugmenter(&cfg, seedmix.Mix(cfg.Seed, 6))
 	}
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m

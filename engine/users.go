@@ -134,13 +134,14 @@ func userChunks(b *userBatch, phys int, rows []int, mask []float64, gid []int) (
 	return rows, mask, gid, len(rows) / phys
 }
 
-// userSummer is a backend that runs user-level steps (the CPU's; CUDASupport refuses them).
+// userSummer is a backend that runs grouped steps — user-level steps, and augmented steps
+// whose groups are an example's views (augment.go) — (the CPU's; CUDASupport refuses them).
 type userSummer interface {
-	clippedSumUsers(ds *datasets.Dataset, b *userBatch, clip float64) (StepStats, error)
+	clippedSumUsers(ds *datasets.Dataset, b *userBatch, clip float64, views *viewStep) (StepStats, error)
 }
 
-func (b *cpuBackend[T]) clippedSumUsers(ds *datasets.Dataset, ub *userBatch, clip float64) (StepStats, error) {
-	return gradStepUsers(b.reps, ds, ub, b.phys, clip, b.sums, &b.uc)
+func (b *cpuBackend[T]) clippedSumUsers(ds *datasets.Dataset, ub *userBatch, clip float64, views *viewStep) (StepStats, error) {
+	return gradStepUsers(b.reps, ds, ub, b.phys, clip, b.sums, &b.uc, views)
 }
 
 // userChunkBufs are the reusable buffers of userChunks.
@@ -153,8 +154,9 @@ type userChunkBufs struct {
 // gradStepUsers is gradStep for a user-level step: the clipped sum Σ_u c_u·g_u of the users
 // of ub into grads, in float64, combined over physical batches and replicas in a fixed order
 // as gradStep's. The statistics count records: Clipped and NonFinite the records of the users
-// whose gradient was clipped or not finite.
-func gradStepUsers[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, ub *userBatch, phys int, clip float64, grads [][]float64, bufs *userChunkBufs) (StepStats, error) {
+// whose gradient was clipped or not finite. With views (an augmented step) the groups are
+// examples' views and the statistics count examples (physicalUsers).
+func gradStepUsers[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, ub *userBatch, phys int, clip float64, grads [][]float64, bufs *userChunkBufs, views *viewStep) (StepStats, error) {
 	rows, mask, gid, k := userChunks(ub, phys, bufs.rows, bufs.mask, bufs.gid)
 	bufs.rows, bufs.mask, bufs.gid = rows, mask, gid
 	for _, r := range reps {
@@ -171,7 +173,7 @@ func gradStepUsers[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, ub
 			defer wg.Done()
 			for j := ri; j < k; j += len(reps) {
 				lo, hi := j*phys, (j+1)*phys
-				if err := r.physicalUsers(ds, rows[lo:hi], mask[lo:hi], gid[lo:hi], clip); err != nil {
+				if err := r.physicalUsers(ds, rows[lo:hi], mask[lo:hi], gid[lo:hi], clip, views); err != nil {
 					errs[ri] = err
 					return
 				}
@@ -210,8 +212,16 @@ func gradStepUsers[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, ub
 // physicalUsers runs one physical batch of whole users through the graph and adds each
 // user's clipped gradient c_u·g_u into r.grads. gid gives each row's user (−1: padding); a
 // user's rows are contiguous.
-func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []float64, gid []int, clip float64) error {
+//
+// With views (augment.go) a group is one example's K views: the rows are filled with the
+// views (fillViews), the group's gradient is the mean (1/K)·Σ_k g_{i,k}, clipped as one
+// vector, and the statistics count the example once: Clipped and NonFinite per example, its
+// loss the mean of its views' losses, correct when its first view is classified correctly.
+func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []float64, gid []int, clip float64, views *viewStep) error {
 	r.fill(ds, rows, mask)
+	if views != nil {
+		fillViews(r.x.Data().([]T), ds, rows, mask, gid, views)
+	}
 	if err := r.net.Run(r.x, r.y); err != nil {
 		return err
 	}
@@ -248,16 +258,26 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 			hi++
 		}
 		r.userGrad(lo, hi)
+		units := hi - lo // the records the group counts for: its records, or one example
+		if views != nil {
+			units = 1
+			inv := 1 / float64(hi-lo)
+			for _, g := range r.ug {
+				for j := range g {
+					g[j] *= inv
+				}
+			}
+		}
 		n2[0] = 0
 		for _, g := range r.ug {
 			n2[0] += kernels.SqNorm(g)
 		}
 		nf := kernels.ClipCoefs(c, n2, nil, clip)
 		if nf > 0 {
-			r.nonFinite += hi - lo
+			r.nonFinite += units
 		}
 		if c[0] < 1 {
-			r.clipped += hi - lo
+			r.clipped += units
 		}
 		if c[0] != 0 {
 			for p, g := range r.ug {
@@ -270,6 +290,19 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 		// The records' statistics; a user whose gradient is not finite adds neither loss nor
 		// a correct prediction (as a non-finite record in a record-level step).
 		finite := nf == 0
+		if views != nil {
+			r.count++
+			if finite {
+				for i := lo; i < hi; i++ {
+					r.loss += nn.XentRowLoss(logits[i*k:(i+1)*k], y[i*k:(i+1)*k]) / float64(hi-lo)
+				}
+				if argmax(logits[lo*k:(lo+1)*k]) == argmax(y[lo*k:(lo+1)*k]) {
+					r.correct++
+				}
+			}
+			lo = hi
+			continue
+		}
 		for i := lo; i < hi; i++ {
 			r.count++
 			if !finite {

@@ -116,7 +116,7 @@ func TestUserGradAgainstOracle(t *testing.T) {
 				}
 				clip := 0.9 * math.Sqrt(median(norms)) // clips at least one user
 				rep.reset()
-				if err := rep.physicalUsers(ds, rows, mask, gid, clip); err != nil {
+				if err := rep.physicalUsers(ds, rows, mask, gid, clip, nil); err != nil {
 					t.Fatal(err)
 				}
 				sum := make([][]float64, len(per[0]))
@@ -186,7 +186,7 @@ func (h *userHarness[T]) close() {
 
 func (h *userHarness[T]) run(t *testing.T, ds *datasets.Dataset, ub *userBatch, clip float64) ([][]float64, StepStats) {
 	t.Helper()
-	st, err := gradStepUsers(h.reps, ds, ub, h.phys, kernels.ClipBound[T](clip), h.grads, &h.bufs)
+	st, err := gradStepUsers(h.reps, ds, ub, h.phys, kernels.ClipBound[T](clip), h.grads, &h.bufs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +558,7 @@ func BenchmarkUserStep(b *testing.B) {
 		var bufs userChunkBufs
 		b.Run(fmt.Sprintf("users-of-%d", size), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := gradStepUsers(reps, ds, ub, n, 1, grads, &bufs); err != nil {
+				if _, err := gradStepUsers(reps, ds, ub, n, 1, grads, &bufs, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -123,6 +123,7 @@ type trainFlags struct {
 	calibration calibration
 
 	own dataFlags // --data and its schema, for --dataset csv or idx (data.go)
+	aug augFlags  // --augmult and the augmentation (augmult.go)
 }
 
 func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
@@ -132,6 +133,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	addDataDirFlags(fs, &f.dataDir, &f.cacheDir, dataDirCIFARUsage)
 	addDownloadFlag(fs, &f.download)
 	f.own.register(fs)
+	f.aug.register(fs)
 	fs.StringVar(&f.model, "model", "", presetNames()+", or a model FILE describing a layer stack (docs/models.md; dpsgd models lists the presets and layer kinds); without it, cnn for mnist and cifar10, logreg for adult and mlp for synthetic")
 	fs.StringVar(&f.hidden, "hidden", "", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "", "tanh or relu")
@@ -336,12 +338,18 @@ func (f *trainFlags) resolve(ctx context.Context, resumeFrom *checkpoint.Checkpo
 	if userLevel {
 		phys = f.physBatch // a step holds the records of --batch-size users
 	}
+	if f.aug.k > 1 {
+		phys = min(f.physBatch, f.aug.k*f.batch) // a step holds K views of each example
+	}
 	rc.cfg = engine.Config{
 		Arch: arch, Dtype: dt, PhysicalBatch: phys, Replicas: f.replicas,
 		Optimizer: engine.OptimizerConfig{
 			Name: f.optimizer, LR: f.lr, Momentum: f.momentum, WeightDecay: f.decay,
 			Schedule: f.schedule, EMA: f.ema,
 		},
+	}
+	if err := f.aug.apply(&rc.cfg, f.set, f.dataset, train, userLevel, f.checkpoint != "" || f.resume != ""); err != nil {
+		return nil, err
 	}
 	// What is not privacy is checked first: a checkpointed secure run makes its entry in the
 	// key store while the plan resolves (ckptSamplerKey), which only a run that starts should.
@@ -577,6 +585,7 @@ type trainJSON struct {
 	Sampler           string             `json:"sampler"`
 	PrivacyUnit       string             `json:"privacy_unit"`    // what a neighbouring dataset adds or removes: record, or user (--user-column)
 	Users             int                `json:"users,omitempty"` // --user-column: the training set's users (N of the guarantee)
+	AugMult           int                `json:"augmult"`         // --augmult: views per example (1: off)
 	Accountant        string             `json:"accountant"`
 	Guarantee         string             `json:"guarantee"`
 	Adjacency         string             `json:"adjacency,omitempty"`
@@ -704,7 +713,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, Precision: res.Precision, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
-		NotCovered: notCovered(f.privateStats), PrivacyUnit: rc.priv.Unit(),
+		NotCovered: notCovered(f.privateStats), PrivacyUnit: rc.priv.Unit(), AugMult: rc.cfg.AugMult,
 	}
 	if rc.cfg.UserLevel {
 		out.Users = rc.train.Users
