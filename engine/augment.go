@@ -65,12 +65,6 @@ func (c *Config) validateAugMult() error {
 	if c.AugMult > c.PhysicalBatch {
 		return fmt.Errorf("augmentation multiplicity %d: want at most the physical batch %d (an example's views run in one physical batch)", c.AugMult, c.PhysicalBatch)
 	}
-	if len(c.Arch.Input) != 3 {
-		return fmt.Errorf("augmentation multiplicity %d, augment %+v: images only (a [C, H, W] input), the model's input is %v", c.AugMult, c.Augment, c.Arch.Input)
-	}
-	if h, w := c.Arch.Input[1], c.Arch.Input[2]; c.Augment.Pad > min(h, w) {
-		return fmt.Errorf("augment pad %d: want a value in [0, %d] (the image is %d×%d)", c.Augment.Pad, min(h, w), h, w)
-	}
 	if c.UserLevel {
 		return errors.New("augmentation multiplicity with a user-level run: not supported (the user path clips a user's summed records; use one or the other)")
 	}
@@ -91,8 +85,10 @@ type augmenter struct {
 // domainAugment keeps the views' streams apart from every other use of the seed.
 const domainAugment uint64 = 0x6175676d656e74 // "augment"
 
-func newAugmenter(cfg *Config, seed uint64) *augmenter {
-	in := cfg.Arch.Input
+// newAugmenter makes the views of cfg's run on images of train's Shape (checkAugment has
+// checked it).
+func newAugmenter(cfg *Config, train *datasets.Dataset, seed uint64) *augmenter {
+	in := train.Shape
 	return &augmenter{k: cfg.AugMult, aug: cfg.Augment, c: in[0], h: in[1], w: in[2], seed: seed}
 }
 
@@ -177,10 +173,15 @@ func (a *augmenter) batch(idx []int, b *userBatch) {
 	}
 }
 
-// checkAugment checks an augmented run's training set: images of the model's shape.
+// checkAugment checks an augmented run's training set: images ([C, H, W] Shape, whatever
+// the model's input: an MLP sees the same pixels flattened) at least Pad pixels high and wide.
 func checkAugment(cfg *Config, train *datasets.Dataset) error {
-	if len(train.Shape) != 3 || train.Shape[0] != cfg.Arch.Input[0] || train.Shape[1] != cfg.Arch.Input[1] || train.Shape[2] != cfg.Arch.Input[2] {
-		return fmt.Errorf("augmentation multiplicity %d, augment %+v: the training set's shape is %v, want images of the model's input %v", cfg.AugMult, cfg.Augment, train.Shape, cfg.Arch.Input)
+	sh := train.Shape
+	if len(sh) != 3 || sh[0]*sh[1]*sh[2] != train.D {
+		return fmt.Errorf("augmentation multiplicity %d, augment %+v: images only ([C, H, W] examples), the training set's examples have shape %v", cfg.AugMult, cfg.Augment, sh)
+	}
+	if h, w := sh[1], sh[2]; cfg.Augment.Pad > min(h, w) {
+		return fmt.Errorf("augment pad %d: want a value in [0, %d] (the images are %d×%d)", cfg.Augment.Pad, min(h, w), h, w)
 	}
 	return nil
 }

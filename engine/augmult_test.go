@@ -515,9 +515,7 @@ func TestAugMultRefusals(t *testing.T) {
 		{"K 65", func(c *Config) { c.AugMult = 65 }, "augmentation multiplicity 65: want a value in [1, 64]"},
 		{"K −1", func(c *Config) { c.AugMult = -1 }, "want a value in [1, 64]"},
 		{"pad −1", func(c *Config) { c.AugMult, c.Augment.Pad = 2, -1 }, "augment pad -1: want ≥ 0"},
-		{"pad 15", func(c *Config) { c.AugMult, c.Augment.Pad = 2, 15 }, "augment pad 15: want a value in [0, 14]"},
 		{"K > phys", func(c *Config) { c.AugMult = 9 }, "want at most the physical batch 8"},
-		{"tabular", func(c *Config) { c.AugMult, c.Arch = 2, nn.MLP([]int{6}, 3, []int{4}, nn.ReLU) }, "images only"},
 		{"user-level", func(c *Config) { c.AugMult, c.UserLevel = 2, true }, "user-level"},
 		{"checkpoint", func(c *Config) { c.AugMult, c.Checkpoint.Path = 2, "x" }, "checkpoints of an augmented run"},
 	} {
@@ -538,13 +536,30 @@ func TestAugMultRefusals(t *testing.T) {
 	if _, err := NewLearner(c); err == nil || !strings.Contains(err.Error(), "augmentation multiplicity 2") {
 		t.Errorf("NewLearner with AugMult 2: %v", err)
 	}
-	tab := augTrainData(img, 10)
-	tab.Shape = []int{14 * 14}
-	smp, err := sampler.NewPoisson(tab.N, 0.4, 1)
+	// At Train: the training set must be images (whatever the model), at least Pad pixels
+	// high and wide.
+	smp, err := sampler.NewPoisson(10, 0.4, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Train(context.Background(), c, tab, tab, smp, poissonPrivacy(t, 0.4, 1, nil), nil); err == nil || !strings.Contains(err.Error(), "want images of the model's input") {
-		t.Errorf("Train on a tabular set with AugMult 2: %v", err)
+	mlp := c
+	mlp.Arch = nn.MLP([]int{14 * 14}, 3, []int{4}, nn.ReLU)
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		shape []int
+		pad   int
+		want  string
+	}{
+		{"tabular", mlp, []int{14 * 14}, 0, "images only ([C, H, W] examples), the training set's examples have shape [196]"},
+		{"pad 15", c, []int{1, 14, 14}, 15, "augment pad 15: want a value in [0, 14]"},
+		{"pad 15, mlp", mlp, []int{1, 14, 14}, 15, "augment pad 15: want a value in [0, 14]"},
+	} {
+		ds := augTrainData(img, 10)
+		ds.Shape = tc.shape
+		tc.cfg.Augment.Pad = tc.pad
+		if _, err := Train(context.Background(), tc.cfg, ds, ds, smp, poissonPrivacy(t, 0.4, 1, nil), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Train, %s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
 	}
 }

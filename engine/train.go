@@ -105,8 +105,8 @@ type Config struct {
 	// views (augmentations of the record, Augment), and the mean of the views' gradients is
 	// clipped as the example's gradient; the accounting is unchanged. In [1, MaxAugMult]; 0
 	// and 1 are off (the record-level step bit for bit, unless Augment is set: then one
-	// augmented view per example). At most PhysicalBatch. Images only; CPU only; not with
-	// UserLevel; checkpoints are refused.
+	// augmented view per example). At most PhysicalBatch. Image data only (the training set's
+	// Shape [C, H, W]; any model); CPU only; not with UserLevel; checkpoints are refused.
 	AugMult int
 	// Augment is the augmentation of the views (the zero value: none).
 	Augment Augment
@@ -569,7 +569,7 @@ func trainT[T kernels.Float](ctx context.Context, cfg Config, train, test *datas
 		r.users = newUserIndex(train, cfg.MaxUserRecords, seedmix.Mix(cfg.Seed, 5))
 	}
 	if cfg.augmenting() {
-		r.aug = newAugmenter(&cfg, seedmix.Mix(cfg.Seed, 6))
+		r.aug = newAugmenter(&cfg, train, seedmix.Mix(cfg.Seed, 6))
 	}
 	m := smp.StepsPerEpoch()
 	total := cfg.Epochs * m

@@ -55,8 +55,6 @@ func (a *augFlags) apply(cfg *engine.Config, set map[string]bool, dataset string
 	switch {
 	case len(train.Shape) != 3:
 		return usagef("--augmult %d: for image data ([C, H, W] examples); the training set's examples have shape %v", a.k, train.Shape)
-	case len(cfg.Arch.Input) != 3:
-		return usagef("--augmult %d: for a model of image input; the model's input is %v", a.k, cfg.Arch.Input)
 	case pad < 0 || pad > min(train.Shape[1], train.Shape[2]):
 		return usagef("--augment-pad %d: want a value in [0, %d] (the images are %d×%d)", pad, min(train.Shape[1], train.Shape[2]), train.Shape[1], train.Shape[2])
 	case a.k > cfg.PhysicalBatch:
