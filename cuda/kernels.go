@@ -592,3 +592,91 @@ func (d *Device) CoefSum(acc, w, bias, g, c Buffer, b, din, h int, first bool) e
 	}
 	return d.Launch("coef_sum_f32", Grid(int64(n)), acc, w, bias, g, c, int32(b), int32(n), int32(din*h), f)
 }
+
+// Pointwise functions of Point and PointBackward (engine/nn's pointOp).
+const (
+	PointGELU            = 0 // x·Φ(x), the exact GELU
+	PointTemperedSigmoid = 1 // Scale·σ(Temp·x) − Offset
+)
+
+// PointFn is a pointwise function of the layer library: Fn PointGELU, or PointTemperedSigmoid
+// with its scale, temperature and offset.
+type PointFn struct {
+	Fn                  int32
+	Scale, Temp, Offset float64
+}
+
+func (f PointFn) check(name string) error {
+	switch f.Fn {
+	case PointGELU:
+	case PointTemperedSigmoid:
+		if !(f.Scale > 0 && f.Temp > 0) || math.IsInf(f.Scale, 0) || math.IsInf(f.Temp, 0) || math.IsNaN(f.Offset) || math.IsInf(f.Offset, 0) {
+			return fmt.Errorf("cuda: %s: tempered sigmoid scale %v, temp %v, offset %v: want finite scale and temp > 0 and a finite offset", name, f.Scale, f.Temp, f.Offset)
+		}
+	default:
+		return fmt.Errorf("cuda: %s: function %d: want PointGELU or PointTemperedSigmoid", name, f.Fn)
+	}
+	return nil
+}
+
+// Point sets out[k] = f(x[k]), k < n, computed in float64 from the float32 x[k] and rounded to
+// float32, as engine/nn's pointOp does (GELU's erfc by the algorithm of Go's math.Erfc, the
+// exponentials within an ulp or so of math.Exp). out may be x.
+func (d *Device) Point(out, x Buffer, n int, f PointFn) error {
+	if err := firstErr(f.check("Point"), fits("Point out", out, n, 4), fits("Point x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("point_f32", Grid(int64(n)), out, x, int64(n), f.Fn, f.Scale, f.Temp, f.Offset)
+}
+
+// PointBackward sets e[k] = e[k]·float32(f′(x[k])) in place, k < n: the error at f's output
+// becomes the error at its input x.
+func (d *Device) PointBackward(e, x Buffer, n int, f PointFn) error {
+	if err := firstErr(f.check("PointBackward"), fits("PointBackward e", e, n, 4), fits("PointBackward x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("point_bwd_f32", Grid(int64(n)), e, x, int64(n), f.Fn, f.Scale, f.Temp, f.Offset)
+}
+
+// AvgPool writes the average pooling of x, (b·H·W)×C in the row layout, into out, (b·OH·OW)×C:
+// each window summed in scan order, times 1/(K·K) (float32), as engine/nn's. w.Pad must be 0.
+func (d *Device) AvgPool(out, x Buffer, b int, w Window) error {
+	if err := w.check("AvgPool", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: AvgPool: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * oh * ow * w.C
+	if err := firstErr(fits("AvgPool out", out, n, 4), fits("AvgPool x", x, b*w.H*w.W*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("avgpool_f32", Grid(int64(n)), append([]any{out, x}, w.args(b, false)...)...)
+}
+
+// AvgPoolBackward sets dx, (b·H·W)×C, to the gradient of AvgPool given dy, (b·OH·OW)×C: each
+// position's dy·(1/(K·K)) terms added in scan order of the windows that hold it.
+func (d *Device) AvgPoolBackward(dx, dy Buffer, b int, w Window) error {
+	if err := w.check("AvgPoolBackward", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: AvgPoolBackward: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * w.H * w.W * w.C
+	if err := firstErr(fits("AvgPoolBackward dx", dx, n, 4), fits("AvgPoolBackward dy", dy, b*oh*ow*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("avgpool_bwd_f32", Grid(int64(n)), append([]any{dx, dy}, w.args(b, false)...)...)
+}
+
+// AddF32 sets the float32 out[k] = a[k] + b[k], k < n (a residual block's sum); out may be a
+// or b.
+func (d *Device) AddF32(out, a, b Buffer, n int) error {
+	if err := firstErr(fits("AddF32 out", out, n, 4), fits("AddF32 a", a, n, 4), fits("AddF32 b", b, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("add_f32", Grid(int64(n)), out, a, b, int64(n))
+}

@@ -750,3 +750,125 @@ KERNEL void adam_f32(float* w, float* m, float* v, const float* g, i64 n, float 
 		w[k] -= num / (sv + eps);
 	}
 }
+
+/* ---------------- layers of the stacks (engine/nn's layer library) ---------------- */
+
+/* e^x for any x: exp_neg, or its reciprocal for x > 0 (+Inf above ~708); NaN stays NaN. */
+DEVFN double exp_any(double x) {
+	if (x != x) return x;
+	if (x <= 0) return exp_neg(x);
+	return 1 / exp_neg(-x);
+}
+
+/* erfc(x) in double: the algorithm of Go's math.Erfc (FreeBSD's s_erf.c) operation by
+   operation, with exp_any for its exponentials (which differ from math.Exp by an ulp or so). */
+DEVFN double erfc_d(double x) {
+	if (x != x) return x;
+	if (x - x != 0) return x > 0 ? 0.0 : 2.0;
+	int sign = 0;
+	if (x < 0) { x = -x; sign = 1; }
+	if (x < 0.84375) {
+		double temp;
+		if (x < 1.0 / 72057594037927936.0) { /* 2⁻⁵⁶ */
+			temp = x;
+		} else {
+			double z = x * x;
+			double r = 1.28379167095512558561e-01 + z * (-3.25042107247001499370e-01 + z * (-2.84817495755985104766e-02 + z * (-5.77027029648944159157e-03 + z * -2.37630166566501626084e-05)));
+			double s = 1 + z * (3.97917223959155352819e-01 + z * (6.50222499887672944485e-02 + z * (5.08130628187576562776e-03 + z * (1.32494738004321644526e-04 + z * -3.96022827877536812320e-06))));
+			double y = r / s;
+			if (x < 0.25) temp = x + x * y;
+			else temp = 0.5 + (x * y + (x - 0.5));
+		}
+		return sign ? 1 + temp : 1 - temp;
+	}
+	if (x < 1.25) {
+		double s = x - 1;
+		double P = -2.36211856075265944077e-03 + s * (4.14856118683748331666e-01 + s * (-3.72207876035701323847e-01 + s * (3.18346619901161753674e-01 + s * (-1.10894694282396677476e-01 + s * (3.54783043256182359371e-02 + s * -2.16637559486879084300e-03)))));
+		double Q = 1 + s * (1.06420880400844228286e-01 + s * (5.40397917702171048937e-01 + s * (7.18286544141962662868e-02 + s * (1.26171219808761642112e-01 + s * (1.36370839120290507362e-02 + s * 1.19844998467991074170e-02)))));
+		return sign ? 1 + 8.45062911510467529297e-01 + P / Q : 1 - 8.45062911510467529297e-01 - P / Q;
+	}
+	if (x < 28) {
+		double s = 1 / (x * x), R, S;
+		if (x < 1 / 0.35) {
+			R = -9.86494403484714822705e-03 + s * (-6.93858572707181764372e-01 + s * (-1.05586262253232909814e+01 + s * (-6.23753324503260060396e+01 + s * (-1.62396669462573470355e+02 + s * (-1.84605092906711035994e+02 + s * (-8.12874355063065934246e+01 + s * -9.81432934416914548592e+00))))));
+			S = 1 + s * (1.96512716674392571292e+01 + s * (1.37657754143519042600e+02 + s * (4.34565877475229228821e+02 + s * (6.45387271733267880336e+02 + s * (4.29008140027567833386e+02 + s * (1.08635005541779435134e+02 + s * (6.57024977031928170135e+00 + s * -6.04244152148580987438e-02)))))));
+		} else {
+			if (sign && x > 6) return 2;
+			R = -9.86494292470009928597e-03 + s * (-7.99283237680523006574e-01 + s * (-1.77579549177547519889e+01 + s * (-1.60636384855821916062e+02 + s * (-6.37566443368389627722e+02 + s * (-1.02509513161107724954e+03 + s * -4.83519191608651397019e+02)))));
+			S = 1 + s * (3.03380607434824582924e+01 + s * (3.25792512996573918826e+02 + s * (1.53672958608443695994e+03 + s * (3.19985821950859553908e+03 + s * (2.55305040643316442583e+03 + s * (4.74528541206955367215e+02 + s * -2.24409524465858183362e+01))))));
+		}
+		double z = u2d(d2u(x) & 0xffffffff00000000ULL);
+		double r = exp_any(-z * z - 0.5625) * exp_any((z - x) * (z + x) + R / S);
+		return sign ? 2 - r / x : r / x;
+	}
+	return sign ? 2.0 : 0.0;
+}
+
+/* A pointwise function of engine/nn's pointOp, in double, and its derivative:
+   fn = 0: GELU, x·Φ(x) = x·0.5·erfc(−x/√2); fn = 1: the tempered sigmoid
+   scale·σ(temp·x) − offset. */
+DEVFN double point_f(int fn, double x, double scale, double temp, double offset) {
+	if (fn == 0) return x * 0.5 * erfc_d(-x / 1.41421356237309504880);
+	return scale / (1 + exp_any(-temp * x)) - offset;
+}
+
+DEVFN double point_df(int fn, double x, double scale, double temp, double offset) {
+	if (fn == 0) return 0.5 * erfc_d(-x / 1.41421356237309504880) + x * exp_any(-x * x / 2) / 2.50662827463100050242;
+	double s = 1 / (1 + exp_any(-temp * x));
+	return scale * temp * s * (1 - s);
+}
+
+/* out[k] = float(f(double(x[k]))) (engine/nn pointApply). */
+KERNEL void point_f32(float* out, const float* x, i64 n, int fn, double scale, double temp, double offset) {
+	GSTRIDE_LOOP(k, n) { out[k] = (float)point_f(fn, (double)x[k], scale, temp, offset); }
+}
+
+/* e[k] = e[k]·float(f′(double(x[k]))), in place: the error at the function's output becomes
+   the error at its input (engine/nn pointApply's gradient). */
+KERNEL void point_bwd_f32(float* e, const float* x, i64 n, int fn, double scale, double temp, double offset) {
+	GSTRIDE_LOOP(k, n) { e[k] = e[k] * (float)point_df(fn, (double)x[k], scale, temp, offset); }
+}
+
+/* Average pooling in the row layout, k×k windows at stride s, no padding (engine/nn
+   avgPoolForward): the window's values summed in float from 0 in scan order, times the float
+   1/(k·k). */
+KERNEL void avgpool_f32(float* out, const float* x, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	GSTRIDE_LOOP(t, (i64)b * oh * ow * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)oh * ow), pos = r % ((i64)oh * ow);
+		i64 oy = pos / ow, ox = pos % ow;
+		const float* xi = x + i * h * w * c;
+		float acc = 0.0f;
+		for (i64 ky = 0; ky < k; ky++) {
+			for (i64 kx = 0; kx < k; kx++) acc += xi[((oy * s + ky) * w + ox * s + kx) * c + ch];
+		}
+		out[t] = acc * (1.0f / (float)(k * k));
+	}
+}
+
+/* The gradient of avgpool_f32 (engine/nn avgPoolBackward): dx at a position is the sum from 0,
+   in scan order of the windows that hold it, of dy·(1/(k·k)) each rounded to float. */
+KERNEL void avgpool_bwd_f32(float* dx, const float* dy, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	float inv = 1.0f / (float)(k * k);
+	GSTRIDE_LOOP(t, (i64)b * h * w * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)h * w), pos = r % ((i64)h * w);
+		i64 y = pos / w, xx = pos % w;
+		float acc = 0.0f;
+		for (i64 oy = 0; oy < oh; oy++) {
+			if (y < oy * s || y >= oy * s + k) continue;
+			for (i64 ox = 0; ox < ow; ox++) {
+				if (xx < ox * s || xx >= ox * s + k) continue;
+				float v = dy[((i * oh + oy) * ow + ox) * c + ch] * inv;
+				acc += v;
+			}
+		}
+		dx[t] = acc;
+	}
+}
+
+/* out[k] = a[k] + b[k] (float): a residual block's output, and the error at its input (the
+   body's plus the skip's). out may be a or b. */
+KERNEL void add_f32(float* out, const float* a, const float* b, i64 n) {
+	GSTRIDE_LOOP(k, n) { out[k] = a[k] + b[k]; }
+}

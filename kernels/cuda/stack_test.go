@@ -1,0 +1,203 @@
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	drv "github.com/dpsgd/dpsgd/cuda"
+)
+
+// The kernels of the layer library's parameter-free layers (GELU, the tempered sigmoid, average
+// pooling, the residual sum) against references written here from engine/nn's definitions
+// (pointOp's f and f′ in float64, avgPoolForward/Backward's float32 sums in scan order); the
+// engine's tests run them inside whole steps against engine/nn itself.
+
+func geluRef(x float64) float64 { return x * 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+func geluDiffRef(x float64) float64 {
+	return 0.5*math.Erfc(-x/math.Sqrt2) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+}
+
+func temperedRef(scale, temp, offset float64) (f, df func(float64) float64) {
+	return func(x float64) float64 { return scale/(1+math.Exp(-temp*x)) - offset },
+		func(x float64) float64 {
+			s := 1 / (1 + math.Exp(-temp*x))
+			return scale * temp * s * (1 - s)
+		}
+}
+
+// pointInputs are random values at several scales and the edges: zeros of both signs, a
+// subnormal, the branch points of erfc (0.84375, 1.25, 1/0.35, 6, 28, times √2), huge values,
+// infinities and NaN.
+func pointInputs(rng *rand.Rand) []float32 {
+	x := append(randF32(rng, 300, 0.3), randF32(rng, 300, 3)...)
+	x = append(x, randF32(rng, 100, 30)...)
+	for _, v := range []float64{0, math.Copysign(0, -1), 1e-45, -1e-45, 1e-30, 1e30, -1e30, math.MaxFloat32, -math.MaxFloat32,
+		math.Inf(1), math.Inf(-1), math.NaN()} {
+		x = append(x, float32(v))
+	}
+	for _, b := range []float64{0.84375, 1.25, 1 / 0.35, 6, 28, 1.0 / (1 << 56)} {
+		for _, s := range []float64{1, -1} {
+			for _, e := range []float64{1 - 1e-7, 1, 1 + 1e-7} {
+				x = append(x, float32(s*b*e*math.Sqrt2))
+			}
+		}
+	}
+	return x
+}
+
+// ulpClose: a and b are the same float32 but for one unit in the last place (the device's
+// exponentials are within an ulp or so of math.Exp in float64, which rounding to float32 almost
+// always hides), NaN with NaN, an infinity with the same infinity.
+func ulpClose(a, b float32) bool {
+	if a != a || b != b {
+		return a != a && b != b
+	}
+	if a == b {
+		return true
+	}
+	if math.IsInf(float64(a), 0) || math.IsInf(float64(b), 0) || (a < 0) != (b < 0) {
+		return math.Abs(float64(a)-float64(b)) <= 1e-37
+	}
+	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
+	return d >= -1 && d <= 1
+}
+
+// TestPointOpsAgainstReference: Point and PointBackward (GELU and two tempered sigmoids) give
+// float32(f(x)) and e·float32(f′(x)) of engine/nn's float64 definitions to an ulp, on random
+// values and on every edge (signed zeros, subnormals, erfc's branch points, ±1e30, ±Inf, NaN);
+// and refuse an unknown function or a non-positive scale.
+func TestPointOpsAgainstReference(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(41, 42))
+	x := pointInputs(rng)
+	e := randF32(rng, len(x), 1)
+	ts, tsd := temperedRef(2, 2, 1)
+	ts2, ts2d := temperedRef(1.5, 0.25, -0.3)
+	for _, c := range []struct {
+		name  string
+		fn    drv.PointFn
+		f, df func(float64) float64
+	}{
+		{"gelu", drv.PointFn{Fn: drv.PointGELU}, geluRef, geluDiffRef},
+		{"tempered(2,2,1)", drv.PointFn{Fn: drv.PointTemperedSigmoid, Scale: 2, Temp: 2, Offset: 1}, ts, tsd},
+		{"tempered(1.5,0.25,-0.3)", drv.PointFn{Fn: drv.PointTemperedSigmoid, Scale: 1.5, Temp: 0.25, Offset: -0.3}, ts2, ts2d},
+	} {
+		X, E, Y := upload(t, d, x), upload(t, d, e), mustAlloc(t, d, len(x)*4)
+		if err := firstErrT(d.Point(Y, X, len(x), c.fn), d.PointBackward(E, X, len(x), c.fn)); err != nil {
+			t.Fatal(err)
+		}
+		y, ge := download[float32](t, d, Y, len(x)), download[float32](t, d, E, len(x))
+		ulps := 0
+		for i, v := range x {
+			want := float32(c.f(float64(v)))
+			if !ulpClose(y[i], want) {
+				t.Fatalf("%s(%v) = %v, want %v", c.name, v, y[i], want)
+			}
+			wd := e[i] * float32(c.df(float64(v)))
+			if !ulpClose(ge[i], wd) {
+				t.Fatalf("%s′(%v)·%v = %v, want %v", c.name, v, e[i], ge[i], wd)
+			}
+			if y[i] != want || ge[i] != wd {
+				ulps++
+			}
+		}
+		if ulps > len(x)/50 {
+			t.Fatalf("%s: %d of %d values an ulp off: the device's function is not engine/nn's", c.name, ulps, len(x))
+		}
+	}
+	buf := mustAlloc(t, d, 64)
+	for _, f := range []drv.PointFn{{Fn: 7}, {Fn: drv.PointTemperedSigmoid, Scale: 0, Temp: 1}, {Fn: drv.PointTemperedSigmoid, Scale: 1, Temp: math.Inf(1)},
+		{Fn: drv.PointTemperedSigmoid, Scale: 1, Temp: 1, Offset: math.NaN()}} {
+		if err := d.Point(buf, buf, 4, f); err == nil {
+			t.Fatalf("Point with %+v accepted", f)
+		}
+	}
+}
+
+func firstErrT(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// avgPoolRef is engine/nn's average pooling and its gradient on b examples in the row layout:
+// float32 sums from 0 in scan order, times float32(1/(k·k)); the gradient adds dy·inv into a
+// cleared dx window by window.
+func avgPoolRef(x, dy []float32, b int, w drv.Window) (out, dx []float32) {
+	oh, ow := w.Out()
+	c := w.C
+	inv := 1 / float32(w.K*w.K)
+	out, dx = make([]float32, b*oh*ow*c), make([]float32, b*w.H*w.W*c)
+	for i := range b {
+		xi, dxi := x[i*w.H*w.W*c:], dx[i*w.H*w.W*c:]
+		for oy := range oh {
+			for ox := range ow {
+				o := ((i*oh+oy)*ow + ox) * c
+				for ch := range c {
+					var acc float32
+					for ky := range w.K {
+						for kx := range w.K {
+							acc += xi[((oy*w.S+ky)*w.W+ox*w.S+kx)*c+ch]
+						}
+					}
+					out[o+ch] = acc * inv
+					for ky := range w.K {
+						for kx := range w.K {
+							v := dy[o+ch] * inv
+							dxi[((oy*w.S+ky)*w.W+ox*w.S+kx)*c+ch] += v
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, dx
+}
+
+// TestAvgPoolAndAddAgainstReference: AvgPool and AvgPoolBackward give the reference's bits for
+// windows that overlap, tile, skip positions and cover the whole input; AddF32 gives a + b's
+// bits; a window that does not fit, or padding, is refused.
+func TestAvgPoolAndAddAgainstReference(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(43, 44))
+	const b = 3
+	for _, w := range []drv.Window{{C: 3, H: 7, W: 6, K: 2, S: 2}, {C: 2, H: 5, W: 5, K: 3, S: 1}, {C: 4, H: 8, W: 7, K: 2, S: 3},
+		{C: 1, H: 4, W: 4, K: 4, S: 1}, {C: 5, H: 3, W: 2, K: 1, S: 1}} {
+		oh, ow := w.Out()
+		x, dy := randF32(rng, b*w.H*w.W*w.C, 1), randF32(rng, b*oh*ow*w.C, 1)
+		x[len(x)/2] = float32(math.Inf(1))
+		out, dx := avgPoolRef(x, dy, b, w)
+		X, DY := upload(t, d, x), upload(t, d, dy)
+		O, DX := mustAlloc(t, d, len(out)*4), mustAlloc(t, d, len(dx)*4)
+		if err := firstErrT(d.AvgPool(O, X, b, w), d.AvgPoolBackward(DX, DY, b, w)); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("avgpool %+v", w)
+		sameBits(t, name, download[float32](t, d, O, len(out)), out)
+		sameBits(t, name+" backward", download[float32](t, d, DX, len(dx)), dx)
+	}
+	a, c := randF32(rng, 999, 1e3), randF32(rng, 999, 1)
+	a[5] = float32(math.NaN())
+	want := make([]float32, len(a))
+	for i := range a {
+		want[i] = a[i] + c[i]
+	}
+	A, C := upload(t, d, a), upload(t, d, c)
+	if err := d.AddF32(A, A, C, len(a)); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "add", download[float32](t, d, A, len(a)), want)
+	big := mustAlloc(t, d, 1<<12)
+	if err := d.AvgPool(big, big, 1, drv.Window{C: 1, H: 1, W: 3, K: 2, S: 2}); err == nil {
+		t.Fatal("AvgPool with a 2×2 window on 1×3 accepted")
+	}
+	if err := d.AvgPoolBackward(big, big, 1, drv.Window{C: 1, H: 4, W: 4, K: 2, S: 1, Pad: 1}); err == nil {
+		t.Fatal("AvgPoolBackward with padding accepted")
+	}
+}
