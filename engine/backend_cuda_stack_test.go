@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/dpsgd/dpsgd/datasets"
+	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/kernels"
+)
+
+// deviceStackFile is a layer stack with every layer the CUDA backend runs: a first convolution
+// (on the raw images), GELU, average pooling, a residual block of a later convolution and a
+// tempered sigmoid, max pooling with overlapping windows, flatten, dense layers with ReLU, a
+// dense residual block with tanh, and the output layer.
+const deviceStackFile = `{"layers": [
+	{"type": "conv2d", "filters": 4, "kernel": 3, "stride": 1, "pad": 1}, {"type": "gelu"},
+	{"type": "avgpool", "kernel": 2, "stride": 2},
+	{"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "stride": 1, "pad": 1},
+		{"type": "tempered_sigmoid", "scale": 1.5, "temp": 1.2, "offset": 0.6}]},
+	{"type": "maxpool", "kernel": 2, "stride": 1}, {"type": "flatten"},
+	{"type": "dense", "units": 6}, {"type": "relu"},
+	{"type": "residual", "body": [{"type": "dense", "units": 6}, {"type": "tanh"}]},
+	{"type": "dense", "units": 4}]}`
+
+// deviceFlatStackFile is a stack on flat inputs: a residual block first (its input error is
+// not needed), GELU, a residual block ending in a GELU (the body's output error is the block's,
+// worked on in place), a lone flatten.
+const deviceFlatStackFile = `{"layers": [
+	{"type": "residual", "body": [{"type": "dense", "units": 12}, {"type": "tempered_sigmoid", "scale": 2, "temp": 0.5, "offset": 1}]},
+	{"type": "dense", "units": 9}, {"type": "gelu"},
+	{"type": "residual", "body": [{"type": "relu"}, {"type": "dense", "units": 9}, {"type": "gelu"}]},
+	{"type": "flatten"}, {"type": "dense", "units": 4}]}`
+
+func stackArch(t testing.TB, file string, ds *datasets.Dataset) nn.Arch {
+	t.Helper()
+	a, err := nn.ParseModelFile([]byte(file), ds.Shape, ds.Classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestCUDASupportStacks: the CUDA backend takes the stacks of the layers it runs and refuses
+// a stack with another layer naming the first such layer, inside a residual block by the
+// block's index then its own.
+func TestCUDASupportStacks(t *testing.T) {
+	img := &datasets.Dataset{Shape: []int{1, 14, 14}, Classes: 4}
+	flat := &datasets.Dataset{Shape: []int{12}, Classes: 4}
+	for _, tc := range []struct {
+		ds   *datasets.Dataset
+		file string
+		want string // "" accepted
+	}{
+		{img, deviceStackFile, ""},
+		{flat, deviceFlatStackFile, ""},
+		{flat, `{"layers": [{"type": "dense", "units": 8}, {"type": "gelu"}, {"type": "dense", "units": 8}, {"type": "layernorm"}, {"type": "dense", "units": 4}]}`,
+			"layer 3 (layernorm) runs on the CPU only"},
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "relu"}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "groupnorm", "groups": 2}]}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`,
+			"layer 2.1 (groupnorm) runs on the CPU only"},
+		{&datasets.Dataset{Shape: []int{5}, Classes: 4}, `{"layers": [{"type": "embedding", "vocab": 10, "dim": 3}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`,
+			"layer 0 (embedding) runs on the CPU only"},
+	} {
+		cfg := Config{Arch: stackArch(t, tc.file, tc.ds)}
+		err := CUDASupport(&cfg)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CUDASupport(%s) = %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// TestDeviceStepEqualsCPUStacks is TestDeviceStepEqualsCPU's check of one step's parts
+// (per-example norms, clipped sums, the noise and the rounded gradient) for the layer stacks
+// above, on the CPU backend (engine/nn's graphs) and the CUDA backend (fake driver).
+func TestDeviceStepEqualsCPUStacks(t *testing.T) {
+	dense, _ := deviceProblem(t)
+	img, _ := imageProblem(t, []int{1, 14, 14})
+	for _, ds := range []*datasets.Dataset{dense, img} {
+		ds.X[5*ds.D+3] = float32(math.Inf(1)) // example 5: non-finite gradient
+	}
+	stepEqualsCPU(t, "stack-image", stackArch(t, deviceStackFile, img), img)
+	stepEqualsCPU(t, "stack-flat", stackArch(t, deviceFlatStackFile, dense), dense)
+}
+
+// TestDeviceMatchesCPUStack trains the image stack two epochs with Adam and a moving average
+// on the CPU and on the CUDA backend: the same steps, ε and counts, the parameters, moments
+// and average to float32 tolerance (deviceMatchesCPU).
+func TestDeviceMatchesCPUStack(t *testing.T) {
+	train, test := imageProblem(t, []int{1, 14, 14})
+	c := deviceCase{"stack-adam-ema", func(ds *datasets.Dataset) nn.Arch { return stackArch(t, deviceStackFile, ds) },
+		OptimizerConfig{Name: "adam", LR: 0.01, EMA: 0.9}, "poisson", true, ""}
+	deviceMatchesCPU(t, c, train, test, 2)
+}
+
+// TestDeviceAdversarialStack: one record holding NaN, +Inf, −Inf, 1e30 or −1e30 at one feature,
+// at every row position of a physical batch, moves the device's clipped sums of the image
+// stack by at most C (a non-finite gradient is dropped, counted alike on the CPU), with the
+// same non-finite and clipped counts as the CPU backend.
+func TestDeviceAdversarialStack(t *testing.T) {
+	base, _ := imageProblem(t, []int{1, 14, 14})
+	arch := stackArch(t, deviceStackFile, base)
+	const clip, rows = 0.5, 6
+	cpu := stepRun(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, base, DeviceCPU, func(c *Config) { c.PhysicalBatch, c.Replicas = rows, 1 })
+	gpu := stepRun(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, base, DeviceCUDA, func(c *Config) { c.PhysicalBatch, c.Replicas = rows, 1 })
+	rec := 7
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 1e30, -1e30} {
+		for pos := range rows {
+			ds := &datasets.Dataset{Name: base.Name, X: append([]float32(nil), base.X...), Y: base.Y, N: base.N, D: base.D, Classes: base.Classes, Shape: base.Shape}
+			ds.X[rec*ds.D+ds.D/2] = v
+			var idx []int
+			for i := range rows - 1 {
+				idx = append(idx, 20+i)
+			}
+			with := append(append(append([]int(nil), idx[:pos]...), rec), idx[pos:]...)
+			name := fmt.Sprintf("value %v at row %d", v, pos)
+			sums := map[string][2][][]float64{}
+			for dev, be := range map[string]backend{"cpu": cpu.be, "cuda": gpu.be} {
+				sums[dev] = [2][][]float64{backendSums(t, be, ds, with, clip), backendSums(t, be, ds, idx, clip)}
+			}
+			for dev, s := range sums {
+				d2 := 0.0
+				for p := range s[0] {
+					for j := range s[0][p] {
+						d := s[0][p][j] - s[1][p][j]
+						d2 += d * d
+					}
+				}
+				if !(math.Sqrt(d2) <= clip*(1+1e-6)) {
+					t.Errorf("%s, %s: the record moved the clipped sum by %v > C = %v", dev, name, math.Sqrt(d2), clip)
+				}
+			}
+			c := kernels.ClipBound[float32](clip)
+			sc, err := cpu.be.clippedSum(ds, with, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sg, err := gpu.be.clippedSum(ds, with, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.NonFinite != sg.NonFinite || sc.Clipped != sg.Clipped || sc.BatchSize != sg.BatchSize {
+				t.Errorf("%s: CPU %+v, device %+v", name, sc, sg)
+			}
+		}
+	}
+}
