@@ -20,8 +20,8 @@ import (
 )
 
 const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
-CUDA kernel against the CPU backend on random inputs (dense and convolution layers: float32 within 1e-5
-relative, data movements bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+CUDA kernel against the CPU backend on random inputs (dense and convolution layers, GELU and the tempered
+sigmoid: float32 within 1e-5 relative; data movements, pooling and residual sums bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
 --draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
 device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
@@ -344,7 +344,134 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		add(name, selftestMaxRel(got, want), 1e-5)
 	}
 	conv, err := selftestConv(d, rng, alloc)
-	return append(out, conv...), err
+	if err != nil {
+		return nil, err
+	}
+	stack, err := selftestStack(d, rng, alloc)
+	return append(append(out, conv...), stack...), err
+}
+
+// selftestStack checks the kernels of the layer stacks' parameter-free layers: GELU and the
+// tempered sigmoid and their derivatives against their closed forms in float64 (engine/nn's
+// definitions, x·Φ(x) = x·½·erfc(−x/√2) and scale·σ(temp·x) − offset) within 1e-5 relative;
+// average pooling (a 3×3 window at stride 2 on 2×9×9 inputs) and its gradient, and the
+// residual sum, against float32 sums in engine/nn's order, bit for bit.
+func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
+	var out []selftestCheck
+	up := func(x []float32) (cuda.Buffer, error) {
+		buf, err := alloc(max(len(x), 1) * 4)
+		if err == nil {
+			err = cuda.Upload(d, buf, x)
+		}
+		return buf, err
+	}
+	const n = 1 << 14
+	x := selftestF32(rng, n)
+	for i := range x {
+		x[i] *= 3
+	}
+	e := selftestF32(rng, n)
+	sigmoid := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
+	for _, c := range []struct {
+		name  string
+		fn    cuda.PointFn
+		f, df func(float64) float64
+	}{
+		{"gelu", cuda.PointFn{Fn: cuda.PointGELU}, func(v float64) float64 { return v * 0.5 * math.Erfc(-v/math.Sqrt2) },
+			func(v float64) float64 { return 0.5*math.Erfc(-v/math.Sqrt2) + v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi) }},
+		{"tempered_sigmoid", cuda.PointFn{Fn: cuda.PointTemperedSigmoid, Scale: 2, Temp: 2, Offset: 1}, func(v float64) float64 { return 2*sigmoid(2*v) - 1 },
+			func(v float64) float64 { s := sigmoid(2 * v); return 4 * s * (1 - s) }},
+	} {
+		X, err := up(x)
+		if err != nil {
+			return nil, err
+		}
+		Y, err := alloc(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		E, err := up(e)
+		if err != nil {
+			return nil, err
+		}
+		y, ge := make([]float32, n), make([]float32, n)
+		if err := errors.Join(d.Point(Y, X, n, c.fn), d.PointBackward(E, X, n, c.fn), cuda.Download(d, y, Y), cuda.Download(d, ge, E)); err != nil {
+			return nil, err
+		}
+		wy, we := make([]float32, n), make([]float32, n)
+		for i, v := range x {
+			wy[i] = float32(c.f(float64(v)))
+			we[i] = e[i] * float32(c.df(float64(v)))
+		}
+		for _, r := range []struct {
+			name      string
+			got, want []float32
+		}{{c.name, y, wy}, {c.name + " backward", ge, we}} {
+			m := selftestMaxRel(r.got, r.want)
+			out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(m), Tol: 1e-5, OK: m <= 1e-5})
+		}
+	}
+	const b = 4
+	w := cuda.Window{C: 2, H: 9, W: 9, K: 3, S: 2}
+	oh, ow := w.Out()
+	px, dy := selftestF32(rng, b*w.H*w.W*w.C), selftestF32(rng, b*oh*ow*w.C)
+	wantY, wantDx := make([]float32, len(dy)), make([]float32, len(px))
+	inv := 1 / float32(w.K*w.K)
+	for i := range b {
+		for oy := range oh {
+			for ox := range ow {
+				for ch := range w.C {
+					o := ((i*oh+oy)*ow+ox)*w.C + ch
+					var acc float32
+					for ky := range w.K {
+						for kx := range w.K {
+							at := ((i*w.H+oy*w.S+ky)*w.W+ox*w.S+kx)*w.C + ch
+							acc += px[at]
+							v := dy[o] * inv
+							wantDx[at] += v
+						}
+					}
+					wantY[o] = acc * inv
+				}
+			}
+		}
+	}
+	PX, err := up(px)
+	if err != nil {
+		return nil, err
+	}
+	DY, err := up(dy)
+	if err != nil {
+		return nil, err
+	}
+	PY, err := alloc(len(dy) * 4)
+	if err != nil {
+		return nil, err
+	}
+	DX, err := alloc(len(px) * 4)
+	if err != nil {
+		return nil, err
+	}
+	gy, gdx := make([]float32, len(dy)), make([]float32, len(px))
+	if err := errors.Join(d.AvgPool(PY, PX, b, w), d.AvgPoolBackward(DX, DY, b, w), cuda.Download(d, gy, PY), cuda.Download(d, gdx, DX)); err != nil {
+		return nil, err
+	}
+	sum := make([]float32, len(px))
+	for i := range px {
+		sum[i] = px[i] + wantDx[i]
+	}
+	gs := make([]float32, len(px))
+	if err := errors.Join(d.AddF32(DX, PX, DX, len(px)), cuda.Download(d, gs, DX)); err != nil {
+		return nil, err
+	}
+	for _, r := range []struct {
+		name      string
+		got, want []float32
+	}{{"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum}} {
+		miss := selftestMismatches(r.got, r.want)
+		out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(selftestMaxRel(r.got, r.want)), Mismatches: &miss, OK: miss == 0})
+	}
+	return out, nil
 }
 
 // selftestConv checks the convolution kernels on the MNIST CNN's two layers (engine/nn's
