@@ -680,3 +680,82 @@ func (d *Device) AddF32(out, a, b Buffer, n int) error {
 	}
 	return d.Launch("add_f32", Grid(int64(n)), out, a, b, int64(n))
 }
+
+// normCheck checks a normalization's geometry: b examples of p rows of c channels in groups.
+func normCheck(name string, b, p, c, groups int) error {
+	if b < 0 || p < 1 || c < 1 || groups < 1 || c%groups != 0 || int64(b)*int64(p)*int64(c) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d examples of %d×%d in %d groups: want groups dividing the channels, within int32", name, b, p, c, groups)
+	}
+	return nil
+}
+
+// Norm sets xh to the normalization of x, b examples of p rows × c channels ((b·p)×c float32,
+// engine/nn's row layout; p = 1 for a flat input), each example's channel groups by their own
+// mean and variance in float64: x̂ = (x − μ)/√(σ² + 1e-5), rounded to float32, as engine/nn's
+// normOp.
+func (d *Device) Norm(xh, x Buffer, b, p, c, groups int) error {
+	if err := firstErr(normCheck("Norm", b, p, c, groups), fits("Norm xh", xh, b*p*c, 4), fits("Norm x", x, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_f32", Grid(int64(b*groups)), xh, x, Buffer{}, int32(b), int32(p), int32(c), int32(groups), int32(0))
+}
+
+// NormBackward sets dx to the gradient of Norm at x given gx = ∂L/∂x̂, as engine/nn's normOp
+// gradient: (gx − mean(gx) − x̂·mean(gx⊙x̂))/√(σ² + 1e-5) over each group, in float64.
+func (d *Device) NormBackward(dx, x, gx Buffer, b, p, c, groups int) error {
+	if err := firstErr(normCheck("NormBackward", b, p, c, groups), fits("NormBackward dx", dx, b*p*c, 4), fits("NormBackward x", x, b*p*c, 4),
+		fits("NormBackward gx", gx, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_f32", Grid(int64(b*groups)), dx, x, gx, int32(b), int32(p), int32(c), int32(groups), int32(1))
+}
+
+// Affine sets out = xh⊙γ + β on rows×c (each product rounded to float32, then the sum), or,
+// with beta the zero Buffer, out = xh⊙γ (the error at x̂ from the error at the output).
+func (d *Device) Affine(out, xh, gamma, beta Buffer, rows, c int) error {
+	mode := int32(0)
+	if beta.ptr == 0 {
+		mode = 1
+	} else if err := fits("Affine beta", beta, c, 4); err != nil {
+		return err
+	}
+	if err := firstErr(fits("Affine out", out, rows*c, 4), fits("Affine xh", xh, rows*c, 4), fits("Affine gamma", gamma, c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("affine_f32", Grid(int64(rows*c)), out, xh, gamma, beta, int64(rows), int32(c), mode)
+}
+
+// NormGrads materializes a normalization's per-example gradients (engine/nn's normRule): for
+// each of the b examples, 2c float64 values at g + i·2c, Σ e⊙x̂ (γ) then Σ e (β) over its p
+// rows, from the float32 error e at the output and x̂.
+func (d *Device) NormGrads(g, e, xh Buffer, b, p, c int) error {
+	if err := firstErr(normCheck("NormGrads", b, p, c, 1), fits("NormGrads g", g, b*2*c, 8), fits("NormGrads e", e, b*p*c, 4), fits("NormGrads xh", xh, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_grads_f64", Grid(int64(b*c)), g, e, xh, int32(b), int32(p), int32(c))
+}
+
+// RowSqNormsAddF64 adds to out[i] the squared norm of row i of the rows×cols float64 a.
+func (d *Device) RowSqNormsAddF64(out, a Buffer, rows, cols int) error {
+	if err := firstErr(fits("RowSqNormsAddF64 out", out, rows, 8), fits("RowSqNormsAddF64 a", a, rows*cols, 8)); err != nil {
+		return err
+	}
+	return d.Launch("row_sqnorm_add_f64", Grid(int64(rows)), out, a, int32(rows), int32(cols))
+}
+
+// CoefSumF64 is CoefSum on float64 per-example gradients g (b × n), without the float32 copy:
+// acc (n float64; set when first, else added to) gets Σᵢ cᵢ·gᵢ over the examples with cᵢ ≠ 0
+// in example order.
+func (d *Device) CoefSumF64(acc, g, c Buffer, b, n int, first bool) error {
+	if b < 0 || n < 1 || int64(b)*int64(n) > math.MaxInt32 {
+		return fmt.Errorf("cuda: CoefSumF64: %d examples of %d values: out of range", b, n)
+	}
+	if err := firstErr(fits("CoefSumF64 acc", acc, n, 8), fits("CoefSumF64 g", g, b*n, 8), fits("CoefSumF64 c", c, b, 8)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if first {
+		f = 1
+	}
+	return d.Launch("coef_sum_f64", Grid(int64(n)), acc, g, c, int32(b), int32(n), f)
+}

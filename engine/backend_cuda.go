@@ -56,6 +56,8 @@ type cudaBackend struct {
 	ds      *datasets.Dataset // the training set on the device (X, Y)
 	layers  []*cudaLayer      // the GEMM layers, in Params order
 	nodes   []*cudaNode       // the layer stack (backend_cuda_stack.go)
+	others  []*cudaOther      // the other layers' parameters, in Params order after the GEMM layers'
+	norms   []*cudaNode       // the normalization layers (the materialized rule), in stack order
 	logits  cuda.Buffer       // the last node's output and the error at it
 	dlogits cuda.Buffer
 	x, y    cuda.Buffer // phys×D input, phys×K one-hot targets
@@ -113,10 +115,11 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 	if err := CUDASupport(cfg); err != nil {
 		return nil, err
 	}
-	nodes, shapes, err := planCUDA(cfg.Arch)
+	nodes, decl, err := planCUDA(cfg.Arch)
 	if err != nil {
 		return nil, err
 	}
+	shapes := decl.Gemm
 	want, err := cfg.Arch.Layers()
 	if err != nil {
 		return nil, err
@@ -125,12 +128,12 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 		return nil, fmt.Errorf("engine: cuda backend: the stack's GEMM layers %v are not the model's %v", shapes, want)
 	}
 	shapes = want
-	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes) {
-		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d layers: want 2 float32 per layer", len(params.List), params.Dtype, len(shapes))
+	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes)+len(decl.Other) {
+		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d GEMM layers and %d others: want 2 float32 per GEMM layer and the others", len(params.List), params.Dtype, len(shapes), len(decl.Other))
 	}
 	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, bf16: cfg.Precision == PrecisionBF16,
 		params: params, opt: opt, nodes: nodes}
-	if err := b.setup(shapes, train); err != nil {
+	if err := b.setup(shapes, decl.Other, train); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -145,7 +148,7 @@ func (b *cudaBackend) alloc(bytes int) (cuda.Buffer, error) {
 	return buf, err
 }
 
-func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) error {
+func (b *cudaBackend) setup(shapes []nn.LayerShape, others []nn.ParamDecl, train *datasets.Dataset) error {
 	p := b.phys
 	var err error
 	a := func(bytes int) cuda.Buffer {
@@ -204,6 +207,17 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, train *datasets.Dataset) err
 			l.conv = &cudaConv{win: w, a: a(rows * s.In * 4), g: a(p * (s.In + 1) * s.Out * 4)}
 		}
 		b.layers = append(b.layers, l)
+	}
+	for _, o := range others {
+		n := o.Rows * o.Cols
+		q := &cudaOther{n: n, w: a(n * 4), g: a(n * 4)}
+		if moments >= 1 {
+			q.m = a(n * 4)
+		}
+		if moments >= 2 {
+			q.v = a(n * 4)
+		}
+		b.others = append(b.others, q)
 	}
 	if err != nil {
 		return err
@@ -366,6 +380,14 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			return err
 		}
 	}
+	// A normalization's per-example gradients of (γ, β), materialized in float64 from the
+	// error at its output and x̂ (docs/models.md, the normalization rule).
+	for _, n := range b.norms {
+		rows, c := n.out.Positions(), n.out.C
+		if err := firstErr(d.NormGrads(n.mat, n.dy, n.xh, p, rows, c), d.RowSqNormsAddF64(b.norm2, n.mat, p, 2*c)); err != nil {
+			return err
+		}
+	}
 	if err := d.ClipCoefs(b.coef, b.norm2, b.mask, clip, p); err != nil {
 		return err
 	}
@@ -381,6 +403,11 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			continue
 		}
 		if err := d.ClippedSumWide(l.acc, l.a, l.e, p, l.in, l.out, b.coef, b.scratch, b.wideA, b.wideS, first); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.norms {
+		if err := d.CoefSumF64(n.acc, n.mat, b.coef, p, 2*n.out.C, first); err != nil {
 			return err
 		}
 	}
@@ -434,6 +461,10 @@ func (b *cudaBackend) sums() (bufs []cuda.Buffer, lens []int) {
 		bufs = append(bufs, l.acc.Sub(0, nw*8), l.acc.Sub(nw*8, l.out*8))
 		lens = append(lens, nw, l.out)
 	}
+	for _, o := range b.others {
+		bufs = append(bufs, o.acc)
+		lens = append(lens, o.n)
+	}
 	return bufs, lens
 }
 
@@ -479,6 +510,11 @@ func (b *cudaBackend) apply(expected float64, u update) error {
 			return err
 		}
 	}
+	for _, o := range b.others {
+		if err := firstErr(d.RoundScale(o.g, o.g, o.acc, o.n, 0, inv), d.FlagNonFinite(b.flag, o.g, o.n)); err != nil {
+			return err
+		}
+	}
 	if err := cuda.Download(d, b.hFlag, b.flag); err != nil {
 		return err
 	}
@@ -486,25 +522,31 @@ func (b *cudaBackend) apply(expected float64, u update) error {
 		return fmt.Errorf("engine: %w: non-finite clipped gradient on the device", ErrDiverged)
 	}
 	lr, wd := float32(u.lr), float32(u.wd)
+	type tensorBufs struct {
+		w, g, m, v cuda.Buffer
+		n          int
+	}
+	var all []tensorBufs
 	for _, l := range b.layers {
-		for _, q := range []struct {
-			w, g, m, v cuda.Buffer
-			n          int
-		}{{l.w, l.gw, l.mw, l.vw, l.in * l.out}, {l.b, l.gb, l.mb, l.vb, l.out}} {
-			var err error
-			switch u.kind {
-			case updateSGD:
-				err = d.SGDUpdate(q.w, cuda.Buffer{}, q.g, q.n, lr, wd, 0)
-			case updateMomentum:
-				err = d.SGDUpdate(q.w, q.m, q.g, q.n, lr, wd, float32(u.mu))
-			case updateAdam:
-				err = d.AdamUpdate(q.w, q.m, q.v, q.g, q.n, u.beta1, u.beta2, lr, float32(u.eps), wd)
-			default:
-				err = fmt.Errorf("engine: cuda backend: update kind %d", u.kind)
-			}
-			if err != nil {
-				return err
-			}
+		all = append(all, tensorBufs{l.w, l.gw, l.mw, l.vw, l.in * l.out}, tensorBufs{l.b, l.gb, l.mb, l.vb, l.out})
+	}
+	for _, o := range b.others {
+		all = append(all, tensorBufs{o.w, o.g, o.m, o.v, o.n})
+	}
+	for _, q := range all {
+		var err error
+		switch u.kind {
+		case updateSGD:
+			err = d.SGDUpdate(q.w, cuda.Buffer{}, q.g, q.n, lr, wd, 0)
+		case updateMomentum:
+			err = d.SGDUpdate(q.w, q.m, q.g, q.n, lr, wd, float32(u.mu))
+		case updateAdam:
+			err = d.AdamUpdate(q.w, q.m, q.v, q.g, q.n, u.beta1, u.beta2, lr, float32(u.eps), wd)
+		default:
+			err = fmt.Errorf("engine: cuda backend: update kind %d", u.kind)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -519,6 +561,11 @@ func (b *cudaBackend) paramsFinite() (bool, error) {
 	}
 	for _, l := range b.layers {
 		if err := firstErr(d.FlagNonFinite(b.flag, l.w, l.in*l.out), d.FlagNonFinite(b.flag, l.b, l.out)); err != nil {
+			return false, err
+		}
+	}
+	for _, o := range b.others {
+		if err := d.FlagNonFinite(b.flag, o.w, o.n); err != nil {
 			return false, err
 		}
 	}
@@ -538,6 +585,13 @@ func (b *cudaBackend) gradients() ([][]float32, error) {
 			return nil, err
 		}
 		out = append(out, w, g)
+	}
+	for _, o := range b.others {
+		g := make([]float32, o.n)
+		if err := cuda.Download(b.d, g, o.g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
 	}
 	return out, nil
 }

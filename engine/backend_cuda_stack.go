@@ -25,6 +25,7 @@ const (
 	nodeAvgPool         // avgpool
 	nodeFlatten         // flatten: the same bytes, nothing to do
 	nodeResidual        // x + body(x)
+	nodeNorm            // layernorm or groupnorm: the materialized rule
 )
 
 // cudaNode is one layer of the stack on the device.
@@ -38,17 +39,30 @@ type cudaNode struct {
 	tanh    bool         // nodeAct
 	point   cuda.PointFn // nodePoint
 	body    []*cudaNode  // nodeResidual
+	groups  int          // nodeNorm: channel groups (1: layernorm)
+	other   int          // nodeNorm: γ's index among the non-GEMM parameters (β's is other+1)
 
 	x, dx  cuda.Buffer // input; error at the input (zero Buffer: not needed)
 	y, dy  cuda.Buffer // output; error at the output
 	idx    cuda.Buffer // nodeMaxPool: argmax positions
 	bodyDx cuda.Buffer // nodeResidual: the error at the body's input
+	// nodeNorm: x̂, the error at x̂, the per-example gradients of (γ, β) (phys × 2C float64) and
+	// their clipped sum, then its noise (2C float64: γ's then β's).
+	xh, gx, mat, acc cuda.Buffer
+}
+
+// cudaOther is one parameter tensor of a layer that is not a GEMM layer (nn.Decl.Other: a
+// normalization's γ or β), n values; acc is its part of the layer's float64 sums.
+type cudaOther struct {
+	n          int
+	w, g, m, v cuda.Buffer
+	acc        cuda.Buffer
 }
 
 // planCUDA lays the model's layer stack out as cudaNodes (no device memory yet), or says which
 // layer the CUDA backend does not run: "layer 3 (layernorm) runs on the CPU only", a layer
 // inside a residual block named by the block's index, then its own ("layer 2.1 (…)").
-func planCUDA(arch nn.Arch) ([]*cudaNode, []nn.LayerShape, error) {
+func planCUDA(arch nn.Arch) ([]*cudaNode, *nn.Decl, error) {
 	seq, err := arch.Model()
 	if err != nil {
 		return nil, nil, err
@@ -62,7 +76,7 @@ func planCUDA(arch nn.Arch) ([]*cudaNode, []nn.LayerShape, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return nodes, d.Gemm, nil
+	return nodes, d, nil
 }
 
 // planSeq plans layers on the input shape in; prefix names an enclosing block ("2.").
@@ -71,7 +85,7 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 	cur := in
 	for i, l := range layers {
 		n := &cudaNode{name: fmt.Sprintf("%s%d (%s)", prefix, i, l.Kind()), in: cur}
-		cpuOnly := fmt.Errorf("layer %s runs on the CPU only (the CUDA backend runs dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid and residual layers)", n.name)
+		cpuOnly := fmt.Errorf("layer %s runs on the CPU only (the CUDA backend runs dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm and residual layers)", n.name)
 		if r, ok := l.(*nn.Residual); ok {
 			if r.Body == nil || cur.Layout == nn.Image {
 				return nil, cur, fmt.Errorf("layer %s: a residual block needs a non-empty body on a flat or convolved input", n.name)
@@ -87,7 +101,7 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 			nodes = append(nodes, n)
 			continue
 		}
-		g0 := len(d.Gemm)
+		g0, o0 := len(d.Gemm), len(d.Other)
 		switch l := l.(type) {
 		case *nn.Dense:
 			n.kind = nodeGemm
@@ -119,6 +133,11 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 			n.win = cuda.Window{C: cur.C, H: cur.H, W: cur.W, K: l.Kernel, S: l.Stride}
 		case *nn.Flatten:
 			n.kind = nodeFlatten
+		case *nn.Norm:
+			n.kind, n.groups, n.other = nodeNorm, l.Groups, o0
+			if l.Layer {
+				n.groups = 1
+			}
 		default:
 			return nil, cur, cpuOnly
 		}
@@ -131,7 +150,11 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 				return nil, cur, fmt.Errorf("layer %s: declared %d GEMM layers, want 1", n.name, len(d.Gemm)-g0)
 			}
 			n.gemm = g0
-		} else if len(d.Gemm) != g0 || len(d.Other) != 0 {
+		} else if n.kind == nodeNorm {
+			if len(d.Gemm) != g0 || len(d.Other) != o0+2 || d.Other[o0].Cols != cur.C || d.Other[o0+1].Cols != cur.C || n.groups < 1 || cur.C%n.groups != 0 {
+				return nil, cur, cpuOnly
+			}
+		} else if len(d.Gemm) != g0 || len(d.Other) != o0 {
 			return nil, cur, cpuOnly
 		}
 		n.out = out
@@ -174,6 +197,14 @@ func (b *cudaBackend) allocNodes(nodes []*cudaNode, x, dx cuda.Buffer, a func(in
 			}
 		case nodeFlatten:
 			n.y, n.dy = x, own()
+		case nodeNorm:
+			c := n.out.C
+			n.y, n.dy, n.xh, n.gx = a(size), a(size), a(size), a(size)
+			n.mat, n.acc = a(p*2*c*8), a(2*c*8)
+			if n.acc != (cuda.Buffer{}) {
+				b.others[n.other].acc, b.others[n.other+1].acc = n.acc.Sub(0, c*8), n.acc.Sub(c*8, c*8)
+			}
+			b.norms = append(b.norms, n)
 		case nodeResidual:
 			if dx != (cuda.Buffer{}) {
 				n.bodyDx = a(size)
@@ -209,6 +240,9 @@ func (b *cudaBackend) forward(nodes []*cudaNode) error {
 			err = d.MaxPool(n.y, n.idx, n.x, p, n.win)
 		case nodeAvgPool:
 			err = d.AvgPool(n.y, n.x, p, n.win)
+		case nodeNorm:
+			rows, c := n.out.Positions(), n.out.C
+			err = firstErr(d.Norm(n.xh, n.x, p, rows, c, n.groups), d.Affine(n.y, n.xh, b.others[n.other].w, b.others[n.other+1].w, p*rows, c))
 		case nodeResidual:
 			err = b.forward(n.body)
 			if err == nil {
@@ -248,6 +282,11 @@ func (b *cudaBackend) backward(nodes []*cudaNode) error {
 			err = d.MaxPoolBackward(n.dx, n.dy, n.idx, p, n.win)
 		case nodeAvgPool:
 			err = d.AvgPoolBackward(n.dx, n.dy, p, n.win)
+		case nodeNorm:
+			// The error at x̂ is e⊙γ; the error at x, normOp's gradient. The materialized
+			// per-example gradients read e (dy) later.
+			rows, c := n.out.Positions(), n.out.C
+			err = firstErr(d.Affine(n.gx, n.dy, b.others[n.other].w, cuda.Buffer{}, p*rows, c), d.NormBackward(n.dx, n.x, n.gx, p, rows, c, n.groups))
 		case nodeResidual:
 			// The body's output error is the block's (copied: a pointwise last layer works in
 			// place); the error at the block's input is the body's plus the skip's.

@@ -190,15 +190,15 @@ func TestTrainDeviceAutoNoDriver(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "nonexistent") {
 		t.Fatalf("cuda without a driver: exit %d, %q; want 2 naming the library", code, errOut)
 	}
-	// A layer stack with a layer the device does not run (layernorm) is refused naming it.
-	lnFile := filepath.Join(t.TempDir(), "ln.json")
-	if err := os.WriteFile(lnFile, []byte(`{"layers": [{"type": "dense", "units": 8}, {"type": "layernorm"}, {"type": "gelu"}, {"type": "dense", "units": 2}]}`), 0o644); err != nil {
+	// A layer stack with a layer the device does not run (an embedding) is refused naming it.
+	lnFile := filepath.Join(t.TempDir(), "emb.json")
+	if err := os.WriteFile(lnFile, []byte(`{"layers": [{"type": "embedding", "vocab": 4, "dim": 2}, {"type": "flatten"}, {"type": "gelu"}, {"type": "dense", "units": 2}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		flags []string
 		why   string
-	}{{[]string{"--float64"}, "float64"}, {[]string{"--secure"}, "secure"}, {[]string{"--model", lnFile}, "layer 1 (layernorm) runs on the CPU only"}} {
+	}{{[]string{"--float64"}, "float64"}, {[]string{"--secure"}, "secure"}, {[]string{"--model", lnFile}, "layer 0 (embedding) runs on the CPU only"}} {
 		args := deviceTrainArgs(dir, tc.flags...)
 		if tc.flags[0] == "--model" {
 			i := slices.Index(args, "--hidden")

@@ -872,3 +872,110 @@ KERNEL void avgpool_bwd_f32(float* dx, const float* dy, int b, int c, int h, int
 KERNEL void add_f32(float* out, const float* a, const float* b, i64 n) {
 	GSTRIDE_LOOP(k, n) { out[k] = a[k] + b[k]; }
 }
+
+/* ---------------- normalization layers (engine/nn Norm: LayerNorm, GroupNorm) ---------------- */
+
+/* engine/nn normApply, one thread per example and group (b·groups), on (b·p)×c rows: μ and σ²
+   in double, summed position by position then channel by channel, inv = 1/√(σ²/m + 1e-5),
+   m = p·c/groups. Forward (diff = 0): out = float((x − μ)·inv), x̂. Backward (diff = 1): gx is
+   ∂L/∂x̂ and out = float((gx − mean(gx) − x̂·mean(gx·(x − μ)·inv))·inv), ∂L/∂x. */
+KERNEL void norm_f32(float* out, const float* x, const float* gx, int b, int p, int c, int groups, int diff) {
+	GSTRIDE_LOOP(t, (i64)b * groups) {
+		i64 i = t / groups, grp = t % groups;
+		i64 cg = c / groups, lo = grp * cg, hi = lo + cg;
+		const float* xi = x + i * p * c;
+		float* oi = out + i * p * c;
+		double m = (double)(p * cg);
+		double mu = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) mu += (double)xi[r * c + j];
+		mu /= m;
+		double v2 = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double d = (double)xi[r * c + j] - mu;
+				v2 += d * d;
+			}
+		double inv = 1 / SQRT(v2 / m + 1e-5);
+		if (!diff) {
+			for (i64 r = 0; r < p; r++)
+				for (i64 j = lo; j < hi; j++) oi[r * c + j] = (float)(((double)xi[r * c + j] - mu) * inv);
+			continue;
+		}
+		const float* gi = gx + i * p * c;
+		double sg = 0, sgx = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double gv = (double)gi[r * c + j];
+				sg += gv;
+				double q = gv * ((double)xi[r * c + j] - mu);
+				sgx += q * inv;
+			}
+		sg /= m;
+		sgx /= m;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double xh = ((double)xi[r * c + j] - mu) * inv;
+				double u = (double)gi[r * c + j] - sg;
+				double w = xh * sgx;
+				oi[r * c + j] = (float)((u - w) * inv);
+			}
+	}
+}
+
+/* The affine part of a normalization on rows×c: mode 0: out = float(xh·γ) + β (two float
+   roundings, the CPU's product then bias); mode 1: out = xh·γ, xh the error at the output:
+   the error at x̂. */
+KERNEL void affine_f32(float* out, const float* xh, const float* gamma, const float* beta, i64 rows, int c, int mode) {
+	GSTRIDE_LOOP(k, rows * c) {
+		float s = xh[k] * gamma[k % c];
+		out[k] = mode == 0 ? s + beta[k % c] : s;
+	}
+}
+
+/* The materialized rule of a normalization (engine/nn normRule): example i's gradient, 2c
+   doubles at g + i·2c, is Σ_r e·x̂ (γ) then Σ_r e (β) over its p rows, in row order from 0, the
+   float products exact in double. */
+KERNEL void norm_grads_f64(double* g, const float* e, const float* xh, int b, int p, int c) {
+	GSTRIDE_LOOP(t, (i64)b * c) {
+		i64 i = t / c, j = t % c;
+		double sg = 0, sb = 0;
+		for (i64 r = i * p; r < (i + 1) * p; r++) {
+			double v = (double)e[r * c + j];
+			double q = v * (double)xh[r * c + j];
+			sg += q;
+			sb += v;
+		}
+		g[i * 2 * c + j] = sg;
+		g[i * 2 * c + c + j] = sb;
+	}
+}
+
+/* out[i] += Σ_j a[i·cols + j]² in double, j in order (the squared norms of materialized
+   per-example gradients, added into the per-example norms). */
+KERNEL void row_sqnorm_add_f64(double* out, const double* a, int rows, int cols) {
+	GSTRIDE_LOOP(i, rows) {
+		double s = 0;
+		for (i64 j = 0; j < cols; j++) {
+			double v = a[i * cols + j];
+			s += v * v;
+		}
+		out[i] += s;
+	}
+}
+
+/* coef_sum_f32 on double per-example gradients, without the float copy: acc[j] ← (0 or acc[j])
+   + Σ c[i]·g[i·n + j] over the examples with c[i] ≠ 0, in example order (engine/step.go
+   matClippedSum). */
+KERNEL void coef_sum_f64(double* acc, const double* g, const double* c, int b, int n, int first) {
+	GSTRIDE_LOOP(j, n) {
+		double s = 0;
+		for (i64 i = 0; i < b; i++) {
+			double ci = c[i];
+			if (ci == 0) continue;
+			double q = ci * g[i * n + j];
+			s += q;
+		}
+		acc[j] = (first ? 0.0 : acc[j]) + s;
+	}
+}

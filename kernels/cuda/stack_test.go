@@ -201,3 +201,156 @@ func TestAvgPoolAndAddAgainstReference(t *testing.T) {
 		t.Fatal("AvgPoolBackward with padding accepted")
 	}
 }
+
+// normRef is engine/nn's normOp (forward, or with gx its gradient) on b examples of p rows ×
+// c channels in groups, in float64 in its order.
+func normRef(x, gx []float32, b, p, c, groups int) []float32 {
+	out := make([]float32, len(x))
+	per, cg := p*c, c/groups
+	m := float64(p * cg)
+	for i := range b {
+		xi, oi := x[i*per:(i+1)*per], out[i*per:(i+1)*per]
+		for grp := range groups {
+			lo, hi := grp*cg, (grp+1)*cg
+			var mu, v2 float64
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					mu += float64(v)
+				}
+			}
+			mu /= m
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					d := float64(v) - mu
+					v2 += d * d
+				}
+			}
+			inv := 1 / math.Sqrt(v2/m+1e-5)
+			if gx == nil {
+				for r := range p {
+					for j := lo; j < hi; j++ {
+						oi[r*c+j] = float32((float64(xi[r*c+j]) - mu) * inv)
+					}
+				}
+				continue
+			}
+			gi := gx[i*per : (i+1)*per]
+			var sg, sgx float64
+			for r := range p {
+				for j := lo; j < hi; j++ {
+					gv := float64(gi[r*c+j])
+					sg += gv
+					sgx += gv * (float64(xi[r*c+j]) - mu) * inv
+				}
+			}
+			sg /= m
+			sgx /= m
+			for r := range p {
+				for j := lo; j < hi; j++ {
+					xh := (float64(xi[r*c+j]) - mu) * inv
+					oi[r*c+j] = float32((float64(gi[r*c+j]) - sg - xh*sgx) * inv)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestNormOpsAgainstReference: Norm and NormBackward give engine/nn's normOp bits (its
+// operations in its order, in float64) for group and layer normalizations, a row of huge
+// values and a constant group (σ² = 0: only ε under the root) among them; Affine gives
+// float32(x̂·γ) + β and e·γ; NormGrads gives each example's (Σ e⊙x̂, Σ e) in float64 in row
+// order, RowSqNormsAddF64 adds their squared norms, CoefSumF64 sums cᵢ·gᵢ in example order,
+// skipping cᵢ = 0 whose gradient is NaN, over two batches; bad groups are refused.
+func TestNormOpsAgainstReference(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, g := range []struct{ b, p, c, groups int }{{3, 1, 12, 1}, {3, 9, 6, 2}, {2, 4, 4, 4}, {4, 5, 3, 1}} {
+		n := g.b * g.p * g.c
+		x, gx := randF32(rng, n, 2), randF32(rng, n, 1)
+		x[0] = 1e30
+		for r := range g.p { // example 1's first group constant
+			for j := range g.c / g.groups {
+				x[(g.p+r)*g.c+j] = 0.5
+			}
+		}
+		name := fmt.Sprintf("norm %+v", g)
+		X, GX, O := upload(t, d, x), upload(t, d, gx), mustAlloc(t, d, n*4)
+		if err := d.Norm(O, X, g.b, g.p, g.c, g.groups); err != nil {
+			t.Fatal(err)
+		}
+		xh := download[float32](t, d, O, n)
+		sameBits(t, name, xh, normRef(x, nil, g.b, g.p, g.c, g.groups))
+		if err := d.NormBackward(O, X, GX, g.b, g.p, g.c, g.groups); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, name+" backward", download[float32](t, d, O, n), normRef(x, gx, g.b, g.p, g.c, g.groups))
+
+		gamma, beta := randF32(rng, g.c, 1), randF32(rng, g.c, 1)
+		XH, GA, BE := upload(t, d, xh), upload(t, d, gamma), upload(t, d, beta)
+		if err := d.Affine(O, XH, GA, BE, g.b*g.p, g.c); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, n)
+		for k, v := range xh {
+			s := v * gamma[k%g.c]
+			want[k] = s + beta[k%g.c]
+		}
+		sameBits(t, name+" affine", download[float32](t, d, O, n), want)
+		if err := d.Affine(O, GX, GA, drv.Buffer{}, g.b*g.p, g.c); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range gx {
+			want[k] = v * gamma[k%g.c]
+		}
+		sameBits(t, name+" affine backward", download[float32](t, d, O, n), want)
+
+		w := 2 * g.c
+		G, N2 := mustAlloc(t, d, g.b*w*8), upload(t, d, make([]float64, g.b))
+		if err := firstErrT(d.NormGrads(G, GX, XH, g.b, g.p, g.c), d.RowSqNormsAddF64(N2, G, g.b, w)); err != nil {
+			t.Fatal(err)
+		}
+		gg, n2 := download[float64](t, d, G, g.b*w), download[float64](t, d, N2, g.b)
+		for i := range g.b {
+			var sq float64
+			for j := range g.c {
+				var sg, sb float64
+				for r := i * g.p; r < (i+1)*g.p; r++ {
+					sg += float64(gx[r*g.c+j]) * float64(xh[r*g.c+j])
+					sb += float64(gx[r*g.c+j])
+				}
+				if gg[i*w+j] != sg || gg[i*w+g.c+j] != sb {
+					t.Fatalf("%s: example %d channel %d grads (%v, %v), want (%v, %v)", name, i, j, gg[i*w+j], gg[i*w+g.c+j], sg, sb)
+				}
+			}
+			for _, v := range gg[i*w : (i+1)*w] {
+				sq += v * v
+			}
+			if !relClose(n2[i], sq, 1e-14) {
+				t.Fatalf("%s: example %d squared norm %v, want %v", name, i, n2[i], sq)
+			}
+		}
+		gg[w] = math.NaN() // example 1: coefficient 0, never multiplied
+		coef := []float64{0.5, 0, 1, 0.25}[:g.b]
+		ACC, C, G2 := mustAlloc(t, d, w*8), upload(t, d, coef), upload(t, d, gg)
+		if err := firstErrT(d.CoefSumF64(ACC, G2, C, g.b, w, true), d.CoefSumF64(ACC, G2, C, g.b, w, false)); err != nil {
+			t.Fatal(err)
+		}
+		acc := download[float64](t, d, ACC, w)
+		for j := range w {
+			var s float64
+			for i, c := range coef {
+				if c != 0 {
+					s += c * gg[i*w+j]
+				}
+			}
+			if want := (0 + s) + s; acc[j] != want {
+				t.Fatalf("%s: clipped sum %d = %v, want %v", name, j, acc[j], want)
+			}
+		}
+	}
+	big := mustAlloc(t, d, 1<<12)
+	if err := d.Norm(big, big, 2, 3, 6, 4); err == nil {
+		t.Fatal("Norm with 4 groups of 6 channels accepted")
+	}
+}
