@@ -14,7 +14,9 @@ import (
 // its output (dy, written by its consumer) into the error at its input (dx, its producer's dy),
 // or skips it when nothing needs it (the model's first layer). Pointwise layers and flatten
 // work in place: their dy is their dx, so the error at a GEMM layer's pre-activation, E, ends
-// in the layer's own buffer (cudaLayer.e) whatever follows it.
+// in the layer's own buffer (cudaLayer.e) whatever follows it; a normalization keeps the error
+// at its output (dy), from which its per-example γ and β gradients are materialized after the
+// backward pass.
 
 // Kinds of cudaNode.
 const (

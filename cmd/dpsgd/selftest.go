@@ -21,7 +21,7 @@ import (
 
 const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
 CUDA kernel against the CPU backend on random inputs (dense and convolution layers, GELU and the tempered
-sigmoid: float32 within 1e-5 relative; data movements, pooling and residual sums bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+sigmoid: float32 within 1e-5 relative; data movements, pooling, residual sums and group normalization bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
 --draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
 device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
@@ -351,11 +351,12 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 	return append(append(out, conv...), stack...), err
 }
 
-// selftestStack checks the kernels of the layer stacks' parameter-free layers: GELU and the
-// tempered sigmoid and their derivatives against their closed forms in float64 (engine/nn's
+// selftestStack checks the kernels of the layer stacks' layers beyond the presets': GELU and
+// the tempered sigmoid and their derivatives against their closed forms in float64 (engine/nn's
 // definitions, x·Φ(x) = x·½·erfc(−x/√2) and scale·σ(temp·x) − offset) within 1e-5 relative;
-// average pooling (a 3×3 window at stride 2 on 2×9×9 inputs) and its gradient, and the
-// residual sum, against float32 sums in engine/nn's order, bit for bit.
+// average pooling (a 3×3 window at stride 2 on 2×9×9 inputs) and its gradient, the residual
+// sum, and a group normalization both ways, against engine/nn's operations in its order, bit
+// for bit.
 func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
 	var out []selftestCheck
 	up := func(x []float32) (cuda.Buffer, error) {
@@ -464,10 +465,32 @@ func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer,
 	if err := errors.Join(d.AddF32(DX, PX, DX, len(px)), cuda.Download(d, gs, DX)); err != nil {
 		return nil, err
 	}
+	// A group normalization of 4 groups on 4 examples of 9 positions × 8 channels, both ways,
+	// against engine/nn's normOp operations in float64, in its order.
+	const np, nc, ng = 9, 8, 4
+	nx, ngx := selftestF32(rng, b*np*nc), selftestF32(rng, b*np*nc)
+	wantN, wantNB := selftestNormRef(nx, nil, b, np, nc, ng), selftestNormRef(nx, ngx, b, np, nc, ng)
+	NX, err := up(nx)
+	if err != nil {
+		return nil, err
+	}
+	NGX, err := up(ngx)
+	if err != nil {
+		return nil, err
+	}
+	NO, err := alloc(len(nx) * 4)
+	if err != nil {
+		return nil, err
+	}
+	gn, gnb := make([]float32, len(nx)), make([]float32, len(nx))
+	if err := errors.Join(d.Norm(NO, NX, b, np, nc, ng), cuda.Download(d, gn, NO), d.NormBackward(NO, NX, NGX, b, np, nc, ng), cuda.Download(d, gnb, NO)); err != nil {
+		return nil, err
+	}
 	for _, r := range []struct {
 		name      string
 		got, want []float32
-	}{{"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum}} {
+	}{{"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum},
+		{"groupnorm (bit-exact)", gn, wantN}, {"groupnorm backward (bit-exact)", gnb, wantNB}} {
 		miss := selftestMismatches(r.got, r.want)
 		out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(selftestMaxRel(r.got, r.want)), Mismatches: &miss, OK: miss == 0})
 	}
@@ -662,6 +685,57 @@ func selftestConv(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, 
 		exact(name+" maxpool backward (bit-exact)", got, dz)
 	}
 	return out, nil
+}
+
+// selftestNormRef is engine/nn's normOp on b examples of p rows × c channels in groups: the
+// normalization, or with gx (∂L/∂x̂) its gradient, in float64 in its order.
+func selftestNormRef(x, gx []float32, b, p, c, groups int) []float32 {
+	out := make([]float32, len(x))
+	per, cg := p*c, c/groups
+	m := float64(p * cg)
+	for i := range b {
+		xi, oi := x[i*per:(i+1)*per], out[i*per:(i+1)*per]
+		for grp := range groups {
+			lo, hi := grp*cg, (grp+1)*cg
+			var mu, v2 float64
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					mu += float64(v)
+				}
+			}
+			mu /= m
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					d := float64(v) - mu
+					v2 += d * d
+				}
+			}
+			inv := 1 / math.Sqrt(v2/m+1e-5)
+			var sg, sgx float64
+			if gx != nil {
+				for r := range p {
+					for j := lo; j < hi; j++ {
+						gv := float64(gx[i*per+r*c+j])
+						sg += gv
+						sgx += gv * (float64(xi[r*c+j]) - mu) * inv
+					}
+				}
+				sg /= m
+				sgx /= m
+			}
+			for r := range p {
+				for j := lo; j < hi; j++ {
+					xh := (float64(xi[r*c+j]) - mu) * inv
+					if gx == nil {
+						oi[r*c+j] = float32(xh)
+					} else {
+						oi[r*c+j] = float32((float64(gx[i*per+r*c+j]) - sg - xh*sgx) * inv)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // selftestMoments draws `draws` standard normals on the device (FillGaussian, chunks of 2²²)

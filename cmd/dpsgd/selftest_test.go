@@ -83,7 +83,7 @@ func TestSelftestFake(t *testing.T) {
 	// then row layout), col2im, max pooling both ways, the per-example gradients and Σcᵢ·Ĝᵢ.
 	for _, k := range []string{"conv1 im2col", "conv1 maxpool", "conv1 maxpool backward", "conv1 clipped sum Σcᵢ·Ĝᵢ",
 		"conv2 im2col", "conv2 col2im", "conv2 maxpool", "conv2 maxpool backward", "conv2 clipped sum Σcᵢ·Ĝᵢ",
-		"avgpool", "avgpool backward", "residual sum add_f32"} {
+		"avgpool", "avgpool backward", "residual sum add_f32", "groupnorm", "groupnorm backward"} {
 		if !exact[k+" (bit-exact)"] {
 			t.Fatalf("no bit-exact check %q among %v", k, exact)
 		}

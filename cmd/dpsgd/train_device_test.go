@@ -432,7 +432,7 @@ func TestTrainDeviceCNN(t *testing.T) {
 }
 
 // TestTrainDeviceStack: `dpsgd train --model FILE` with a layer stack of the layers the device
-// runs (conv2d, gelu, avgpool, a residual block of a convolution and a tempered sigmoid,
+// runs (conv2d, groupnorm, gelu, avgpool, a residual block of a convolution and a tempered sigmoid,
 // maxpool, flatten, dense) trains on the fake GPU with --device cuda, and --device auto picks
 // the GPU for it (no line saying otherwise); both give the --device cpu run's steps, ε and
 // ledger exactly, and its final parameters (checkpoints) within 2e-6·(1 + |w|).
@@ -440,7 +440,7 @@ func TestTrainDeviceStack(t *testing.T) {
 	selftestFake(t)
 	dir := deviceMNISTDir(t, 240, 100)
 	file := filepath.Join(t.TempDir(), "stack.json")
-	if err := os.WriteFile(file, []byte(`{"layers": [{"type": "conv2d", "filters": 4, "kernel": 5, "stride": 2, "pad": 1}, {"type": "gelu"},
+	if err := os.WriteFile(file, []byte(`{"layers": [{"type": "conv2d", "filters": 4, "kernel": 5, "stride": 2, "pad": 1}, {"type": "groupnorm", "groups": 2}, {"type": "gelu"},
 		{"type": "avgpool", "kernel": 2}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "tempered_sigmoid"}]},
 		{"type": "maxpool", "kernel": 2, "stride": 1}, {"type": "flatten"}, {"type": "dense", "units": 10}]}`), 0o644); err != nil {
 		t.Fatal(err)
