@@ -759,3 +759,45 @@ func (d *Device) CoefSumF64(acc, g, c Buffer, b, n int, first bool) error {
 	}
 	return d.Launch("coef_sum_f64", Grid(int64(n)), acc, g, c, int32(b), int32(n), f)
 }
+
+// embedCheck checks an embedding's geometry: b examples of l ids into a vocab×dim table.
+func embedCheck(name string, b, l, vocab, dim int) error {
+	if b < 0 || l < 1 || vocab < 1 || dim < 1 || int64(b)*int64(l)*int64(dim) > math.MaxInt32 || int64(vocab)*int64(dim) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d examples of %d ids into a %d×%d table: out of range", name, b, l, vocab, dim)
+	}
+	return nil
+}
+
+// Embed sets out ((b·l)×dim float32, engine/nn's row layout) to the table's rows (vocab×dim)
+// of the b·l ids x (float32 values; one that is not an integer in [0, vocab) gives a zero row),
+// as engine/nn's Embedding.
+func (d *Device) Embed(out, x, table Buffer, b, l, vocab, dim int) error {
+	if err := firstErr(embedCheck("Embed", b, l, vocab, dim), fits("Embed out", out, b*l*dim, 4), fits("Embed x", x, b*l, 4), fits("Embed table", table, vocab*dim, 4)); err != nil {
+		return err
+	}
+	return d.Launch("embed_f32", Grid(int64(b*l*dim)), out, x, table, int32(b), int32(l), int32(vocab), int32(dim))
+}
+
+// EmbedNorms adds to norm2[i] the squared norm of example i's gradient of the table (the
+// sparse rule): its error rows e ((b·l)×dim) summed by id in float64, squared.
+func (d *Device) EmbedNorms(norm2, x, e Buffer, b, l, vocab, dim int) error {
+	if err := firstErr(embedCheck("EmbedNorms", b, l, vocab, dim), fits("EmbedNorms norm2", norm2, b, 8), fits("EmbedNorms x", x, b*l, 4), fits("EmbedNorms e", e, b*l*dim, 4)); err != nil {
+		return err
+	}
+	return d.Launch("embed_norm_f64", Grid(int64(b)), norm2, x, e, int32(b), int32(l), int32(vocab), int32(dim))
+}
+
+// EmbedCoefSum sets (first) or adds to acc (vocab×dim float64) the clipped sum of the table's
+// gradients: for each example with cᵢ ≠ 0, cᵢ times each of its rows grouped by id (the row
+// whose norm EmbedNorms took), in example order.
+func (d *Device) EmbedCoefSum(acc, x, e, c Buffer, b, l, vocab, dim int, first bool) error {
+	if err := firstErr(embedCheck("EmbedCoefSum", b, l, vocab, dim), fits("EmbedCoefSum acc", acc, vocab*dim, 8), fits("EmbedCoefSum x", x, b*l, 4),
+		fits("EmbedCoefSum e", e, b*l*dim, 4), fits("EmbedCoefSum c", c, b, 8)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if first {
+		f = 1
+	}
+	return d.Launch("embed_coef_sum_f64", Grid(int64(vocab*dim)), acc, x, e, c, int32(b), int32(l), int32(vocab), int32(dim), f)
+}

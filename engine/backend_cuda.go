@@ -58,6 +58,7 @@ type cudaBackend struct {
 	nodes   []*cudaNode       // the layer stack (backend_cuda_stack.go)
 	others  []*cudaOther      // the other layers' parameters, in Params order after the GEMM layers'
 	norms   []*cudaNode       // the normalization layers (the materialized rule), in stack order
+	embeds  []*cudaNode       // the embedding (the sparse rule)
 	logits  cuda.Buffer       // the last node's output and the error at it
 	dlogits cuda.Buffer
 	x, y    cuda.Buffer // phys×D input, phys×K one-hot targets
@@ -388,6 +389,13 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			return err
 		}
 	}
+	// An embedding's per-example table gradients: its error rows grouped by id (the sparse
+	// rule), never the table.
+	for _, n := range b.embeds {
+		if err := d.EmbedNorms(b.norm2, n.x, n.dy, p, n.in.C, n.vocab, n.out.C); err != nil {
+			return err
+		}
+	}
 	if err := d.ClipCoefs(b.coef, b.norm2, b.mask, clip, p); err != nil {
 		return err
 	}
@@ -408,6 +416,11 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	}
 	for _, n := range b.norms {
 		if err := d.CoefSumF64(n.acc, n.mat, b.coef, p, 2*n.out.C, first); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.embeds {
+		if err := d.EmbedCoefSum(n.acc, n.x, n.dy, b.coef, p, n.in.C, n.vocab, n.out.C, first); err != nil {
 			return err
 		}
 	}

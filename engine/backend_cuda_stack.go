@@ -28,6 +28,7 @@ const (
 	nodeFlatten         // flatten: the same bytes, nothing to do
 	nodeResidual        // x + body(x)
 	nodeNorm            // layernorm or groupnorm: the materialized rule
+	nodeEmbed           // embedding: the sparse rule (the model's first layer)
 )
 
 // cudaNode is one layer of the stack on the device.
@@ -42,14 +43,15 @@ type cudaNode struct {
 	point   cuda.PointFn // nodePoint
 	body    []*cudaNode  // nodeResidual
 	groups  int          // nodeNorm: channel groups (1: layernorm)
-	other   int          // nodeNorm: γ's index among the non-GEMM parameters (β's is other+1)
+	other   int          // nodeNorm: γ's index among the non-GEMM parameters (β's is other+1); nodeEmbed: the table's
+	vocab   int          // nodeEmbed
 
 	x, dx  cuda.Buffer // input; error at the input (zero Buffer: not needed)
 	y, dy  cuda.Buffer // output; error at the output
 	idx    cuda.Buffer // nodeMaxPool: argmax positions
 	bodyDx cuda.Buffer // nodeResidual: the error at the body's input
 	// nodeNorm: x̂, the error at x̂, the per-example gradients of (γ, β) (phys × 2C float64) and
-	// their clipped sum, then its noise (2C float64: γ's then β's).
+	// their clipped sum, then its noise (2C float64: γ's then β's); nodeEmbed: acc, the table's.
 	xh, gx, mat, acc cuda.Buffer
 }
 
@@ -87,7 +89,7 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 	cur := in
 	for i, l := range layers {
 		n := &cudaNode{name: fmt.Sprintf("%s%d (%s)", prefix, i, l.Kind()), in: cur}
-		cpuOnly := fmt.Errorf("layer %s runs on the CPU only (the CUDA backend runs dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm and residual layers)", n.name)
+		cpuOnly := fmt.Errorf("layer %s runs on the CPU only (the CUDA backend runs dense, conv2d, embedding, layernorm, groupnorm, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid and residual layers)", n.name)
 		if r, ok := l.(*nn.Residual); ok {
 			if r.Body == nil || cur.Layout == nn.Image {
 				return nil, cur, fmt.Errorf("layer %s: a residual block needs a non-empty body on a flat or convolved input", n.name)
@@ -135,6 +137,12 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 			n.win = cuda.Window{C: cur.C, H: cur.H, W: cur.W, K: l.Kernel, S: l.Stride}
 		case *nn.Flatten:
 			n.kind = nodeFlatten
+		case *nn.Embedding:
+			// It reads the raw ids: the model's first layer only (engine/nn builds no other).
+			if prefix != "" || i != 0 || cur.Layout != nn.Flat {
+				return nil, cur, cpuOnly
+			}
+			n.kind, n.vocab, n.other = nodeEmbed, l.Vocab, o0
 		case *nn.Norm:
 			n.kind, n.groups, n.other = nodeNorm, l.Groups, o0
 			if l.Layer {
@@ -152,6 +160,10 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 				return nil, cur, fmt.Errorf("layer %s: declared %d GEMM layers, want 1", n.name, len(d.Gemm)-g0)
 			}
 			n.gemm = g0
+		} else if n.kind == nodeEmbed {
+			if len(d.Gemm) != g0 || len(d.Other) != o0+1 || d.Other[o0].Rows != n.vocab {
+				return nil, cur, cpuOnly
+			}
 		} else if n.kind == nodeNorm {
 			if len(d.Gemm) != g0 || len(d.Other) != o0+2 || d.Other[o0].Cols != cur.C || d.Other[o0+1].Cols != cur.C || n.groups < 1 || cur.C%n.groups != 0 {
 				return nil, cur, cpuOnly
@@ -207,6 +219,10 @@ func (b *cudaBackend) allocNodes(nodes []*cudaNode, x, dx cuda.Buffer, a func(in
 				b.others[n.other].acc, b.others[n.other+1].acc = n.acc.Sub(0, c*8), n.acc.Sub(c*8, c*8)
 			}
 			b.norms = append(b.norms, n)
+		case nodeEmbed:
+			n.y, n.dy, n.acc = a(size), a(size), a(n.vocab*n.out.C*8)
+			b.others[n.other].acc = n.acc
+			b.embeds = append(b.embeds, n)
 		case nodeResidual:
 			if dx != (cuda.Buffer{}) {
 				n.bodyDx = a(size)
@@ -242,6 +258,8 @@ func (b *cudaBackend) forward(nodes []*cudaNode) error {
 			err = d.MaxPool(n.y, n.idx, n.x, p, n.win)
 		case nodeAvgPool:
 			err = d.AvgPool(n.y, n.x, p, n.win)
+		case nodeEmbed:
+			err = d.Embed(n.y, n.x, b.others[n.other].w, p, n.in.C, n.vocab, n.out.C)
 		case nodeNorm:
 			rows, c := n.out.Positions(), n.out.C
 			err = firstErr(d.Norm(n.xh, n.x, p, rows, c, n.groups), d.Affine(n.y, n.xh, b.others[n.other].w, b.others[n.other+1].w, p*rows, c))

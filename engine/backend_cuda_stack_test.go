@@ -35,6 +35,34 @@ const deviceFlatStackFile = `{"layers": [{"type": "layernorm"},
 	{"type": "residual", "body": [{"type": "relu"}, {"type": "dense", "units": 9}, {"type": "gelu"}]},
 	{"type": "flatten"}, {"type": "dense", "units": 4}]}`
 
+// deviceTokenStackFile is a stack on token ids: an embedding (the sparse rule), a group
+// normalization of its rows, ReLU, flatten, a dense residual block, the output layer.
+const deviceTokenStackFile = `{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 1},
+	{"type": "relu"}, {"type": "flatten"}, {"type": "residual", "body": [{"type": "dense", "units": 18}, {"type": "tanh"}]},
+	{"type": "dense", "units": 4}]}`
+
+// tokenProblem is a training set of 240 examples of 6 token ids in [0, 7), some invalid (−1,
+// 7, 2.5, NaN: zero rows on both sides), often repeated within an example, labelled by the
+// first two ids.
+func tokenProblem(t testing.TB) *datasets.Dataset {
+	t.Helper()
+	const n, l = 240, 6
+	ds := &datasets.Dataset{Name: "tokens", X: make([]float32, n*l), Y: make([]int, n), N: n, D: l, Classes: 4, Shape: []int{l}}
+	for i := range n {
+		for j := range l {
+			ds.X[i*l+j] = float32((i*7 + j*j*3 + i/5) % 8) // 7 is out of the vocabulary
+		}
+		ds.Y[i] = int(ds.X[i*l]+ds.X[i*l+1]) % 4
+	}
+	ds.X[3*l+2], ds.X[4*l+1], ds.X[6*l] = -1, 2.5, float32(math.NaN())
+	return ds
+}
+
+// fakeLayer is a layer kind the CUDA backend does not know (as one a later layer library adds).
+type fakeLayer struct{ nn.Flatten }
+
+func (*fakeLayer) Kind() string { return "dropout" }
+
 func stackArch(t testing.TB, file string, ds *datasets.Dataset) nn.Arch {
 	t.Helper()
 	a, err := nn.ParseModelFile([]byte(file), ds.Shape, ds.Classes)
@@ -44,9 +72,9 @@ func stackArch(t testing.TB, file string, ds *datasets.Dataset) nn.Arch {
 	return a
 }
 
-// TestCUDASupportStacks: the CUDA backend takes the stacks of the layers it runs and refuses
-// a stack with another layer naming the first such layer, inside a residual block by the
-// block's index then its own.
+// TestCUDASupportStacks: the CUDA backend takes the stacks of every layer of the library, and
+// refuses a stack with a layer it does not know naming the first such layer, inside a residual
+// block by the block's index then its own.
 func TestCUDASupportStacks(t *testing.T) {
 	img := &datasets.Dataset{Shape: []int{1, 14, 14}, Classes: 4}
 	flat := &datasets.Dataset{Shape: []int{12}, Classes: 4}
@@ -59,13 +87,27 @@ func TestCUDASupportStacks(t *testing.T) {
 		{flat, deviceFlatStackFile, ""},
 		{flat, `{"layers": [{"type": "dense", "units": 8}, {"type": "gelu"}, {"type": "dense", "units": 8}, {"type": "layernorm"}, {"type": "dense", "units": 4}]}`, ""},
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "relu"}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "groupnorm", "groups": 2}]}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, ""},
-		{&datasets.Dataset{Shape: []int{5}, Classes: 4}, `{"layers": [{"type": "embedding", "vocab": 10, "dim": 3}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`,
-			"layer 0 (embedding) runs on the CPU only"},
+		{&datasets.Dataset{Shape: []int{6}, Classes: 4}, deviceTokenStackFile, ""},
 	} {
 		cfg := Config{Arch: stackArch(t, tc.file, tc.ds)}
 		err := CUDASupport(&cfg)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CUDASupport(%s) = %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	in8 := nn.Shape{Layout: nn.Flat, C: 8, H: 1, W: 1}
+	for _, tc := range []struct {
+		layers []nn.Layer
+		want   string
+	}{
+		{[]nn.Layer{&nn.Dense{Units: 8}, &nn.Act{Fn: "gelu"}, &fakeLayer{}, &nn.Dense{Units: 4}}, "layer 2 (dropout) runs on the CPU only"},
+		{[]nn.Layer{&nn.Dense{Units: 8}, &nn.Residual{Body: &nn.Sequential{Layers: []nn.Layer{&nn.Act{Fn: "relu"}, &fakeLayer{}}}}, &nn.Dense{Units: 4}},
+			"layer 1.1 (dropout) runs on the CPU only"},
+		{[]nn.Layer{&nn.Dense{Units: 8}, &nn.Embedding{Vocab: 3, Dim: 2}}, "layer 1 (embedding) runs on the CPU only"},
+	} {
+		_, _, err := planSeq(tc.layers, in8, &nn.Decl{}, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("planSeq: %v, want %q", err, tc.want)
 		}
 	}
 }
@@ -83,27 +125,40 @@ func TestDeviceStepEqualsCPUStacks(t *testing.T) {
 	for _, ds := range []*datasets.Dataset{dense, img} {
 		ds.X[5*ds.D+3] = float32(math.Inf(1)) // example 5: non-finite gradient
 	}
-	stepEqualsCPU(t, "stack-image", stackArch(t, deviceStackFile, img), img, 1e-1)
-	stepEqualsCPU(t, "stack-flat", stackArch(t, deviceFlatStackFile, dense), dense, 1e-1)
+	stepEqualsCPU(t, "stack-image", stackArch(t, deviceStackFile, img), img, 1e-1, 1)
+	stepEqualsCPU(t, "stack-flat", stackArch(t, deviceFlatStackFile, dense), dense, 1e-1, 1)
+	tok := tokenProblem(t)
+	stepEqualsCPU(t, "stack-tokens", stackArch(t, deviceTokenStackFile, tok), tok, 1e-1, 0)
 }
 
-// TestDeviceMatchesCPUStack trains the image stack two epochs with Adam and a moving average
-// on the CPU and on the CUDA backend: the same steps, ε and counts, the parameters, moments
-// and average to float32 tolerance (deviceMatchesCPU).
+// TestDeviceMatchesCPUStack trains the image stack two epochs with Adam and a moving average,
+// and the token stack one epoch with momentum, on the CPU and on the CUDA backend: the same
+// steps, ε and counts, the parameters, moments and average to float32 tolerance
+// (deviceMatchesCPU).
 func TestDeviceMatchesCPUStack(t *testing.T) {
 	train, test := imageProblem(t, []int{1, 14, 14})
 	c := deviceCase{"stack-adam-ema", func(ds *datasets.Dataset) nn.Arch { return stackArch(t, deviceStackFile, ds) },
 		OptimizerConfig{Name: "adam", LR: 0.01, EMA: 0.9}, "poisson", true, ""}
 	deviceMatchesCPU(t, c, train, test, 2)
+	tok := tokenProblem(t)
+	c = deviceCase{"tokens-momentum", func(ds *datasets.Dataset) nn.Arch { return stackArch(t, deviceTokenStackFile, ds) },
+		OptimizerConfig{Name: "momentum", LR: 0.1, Momentum: 0.9}, "shuffle", true, ""}
+	deviceMatchesCPU(t, c, tok, tok, 1)
 }
 
 // TestDeviceAdversarialStack: one record holding NaN, +Inf, −Inf, 1e30 or −1e30 at one feature,
 // at every row position of a physical batch, moves the device's clipped sums of the image
-// stack by at most C (a non-finite gradient is dropped, counted alike on the CPU), with the
-// same non-finite and clipped counts as the CPU backend.
+// stack and of the token stack (where the value is an invalid id) by at most C (a non-finite
+// gradient is dropped, counted alike on the CPU), with the same non-finite and clipped counts
+// as the CPU backend.
 func TestDeviceAdversarialStack(t *testing.T) {
-	base, _ := imageProblem(t, []int{1, 14, 14})
-	arch := stackArch(t, deviceStackFile, base)
+	img, _ := imageProblem(t, []int{1, 14, 14})
+	tok := tokenProblem(t)
+	adversarialStack(t, stackArch(t, deviceStackFile, img), img, img.D/2)
+	adversarialStack(t, stackArch(t, deviceTokenStackFile, tok), tok, 2)
+}
+
+func adversarialStack(t *testing.T, arch nn.Arch, base *datasets.Dataset, feature int) {
 	const clip, rows = 0.5, 6
 	cpu := stepRun(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, base, DeviceCPU, func(c *Config) { c.PhysicalBatch, c.Replicas = rows, 1 })
 	gpu := stepRun(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, base, DeviceCUDA, func(c *Config) { c.PhysicalBatch, c.Replicas = rows, 1 })
@@ -111,7 +166,7 @@ func TestDeviceAdversarialStack(t *testing.T) {
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 1e30, -1e30} {
 		for pos := range rows {
 			ds := &datasets.Dataset{Name: base.Name, X: append([]float32(nil), base.X...), Y: base.Y, N: base.N, D: base.D, Classes: base.Classes, Shape: base.Shape}
-			ds.X[rec*ds.D+ds.D/2] = v
+			ds.X[rec*ds.D+feature] = v
 			var idx []int
 			for i := range rows - 1 {
 				idx = append(idx, 20+i)

@@ -41,13 +41,14 @@ var ErrDeviceUnavailable = errors.New("engine: the CUDA device cannot take this 
 // runs float32 models — the presets (logreg, mlp, cnn) and layer stacks (--model FILE,
 // docs/models.md) of dense and conv2d layers (the GEMM rule: dense ghost norms, a
 // convolution's materialized per-example gradients), layernorm and groupnorm (the
-// normalization rule: each example's γ and β gradients materialized), maxpool and avgpool (any
-// kernel and stride), flatten, tanh, relu, gelu, tempered_sigmoid and residual blocks of these,
-// in engine/nn's layouts — with Gaussian or ball noise from the seeded stream, any optimizer,
-// schedule and moving average. A stack with another layer (an embedding, or a layer the
-// backend does not know) is refused naming its first such layer ("layer 0 (embedding) runs on
-// the CPU only"; a layer in a residual block's body is named by the block's index, then its
-// own: "2.1"); float64 and secure noise run on the CPU only. It does not look for a device.
+// normalization rule: each example's γ and β gradients materialized), an embedding first (the
+// sparse rule: each example's rows grouped by id), maxpool and avgpool (any kernel and
+// stride), flatten, tanh, relu, gelu, tempered_sigmoid and residual blocks of these, in
+// engine/nn's layouts — with Gaussian or ball noise from the seeded stream, any optimizer,
+// schedule and moving average. A stack with a layer the backend does not know (one added to the
+// layer library later) is refused naming its first such layer ("layer 3 (dropout) runs on the
+// CPU only"; a layer in a residual block's body is named by the block's index, then its own:
+// "2.1"); float64 and secure noise run on the CPU only. It does not look for a device.
 func CUDASupport(cfg *Config) error {
 	switch {
 	case cfg.Dtype == tensor.Float64:

@@ -979,3 +979,72 @@ KERNEL void coef_sum_f64(double* acc, const double* g, const double* c, int b, i
 		acc[j] = (first ? 0.0 : acc[j]) + s;
 	}
 }
+
+/* ---------------- embeddings (engine/nn Embedding, the sparse rule) ---------------- */
+
+/* v as a token id of a vocabulary of n (engine/nn tokenID): an integer in [0, n), else −1
+   (NaN, ±Inf, a fraction, out of range). */
+DEVFN i64 token_id(float v, int n) {
+	double d = (double)v;
+	if (!(d >= 0 && d < (double)n)) return -1;
+	i64 k = (i64)d;
+	if ((double)k != d) return -1;
+	return k;
+}
+
+/* out ((b·l)×dim) = the table's row of each of the b·l ids x, a zero row for an invalid one. */
+KERNEL void embed_f32(float* out, const float* x, const float* table, int b, int l, int vocab, int dim) {
+	GSTRIDE_LOOP(t, (i64)b * l * dim) {
+		i64 p = t / dim, k = t % dim;
+		i64 id = token_id(x[p], vocab);
+		out[t] = id >= 0 ? table[id * dim + k] : 0.0f;
+	}
+}
+
+/* norm2[i] += ‖example i's table gradient‖²: for each distinct valid id of its l positions, the
+   row Σ_{positions with that id} e (double, in position order), squared and summed. */
+KERNEL void embed_norm_f64(double* norm2, const float* x, const float* e, int b, int l, int vocab, int dim) {
+	GSTRIDE_LOOP(i, b) {
+		double s = 0;
+		for (i64 p = i * l; p < (i + 1) * l; p++) {
+			i64 id = token_id(x[p], vocab);
+			if (id < 0) continue;
+			int seen = 0;
+			for (i64 q = i * l; q < p && !seen; q++) seen = token_id(x[q], vocab) == id;
+			if (seen) continue;
+			for (i64 k = 0; k < dim; k++) {
+				double r = 0;
+				for (i64 q = p; q < (i + 1) * l; q++)
+					if (token_id(x[q], vocab) == id) r += (double)e[q * dim + k];
+				s += r * r;
+			}
+		}
+		norm2[i] += s;
+	}
+}
+
+/* The clipped sum of the table's gradients (engine/nn SparseTap.AddClipped), one thread per
+   table value (id, k): t = Σ over the examples i with c[i] ≠ 0 holding id, in example order, of
+   c[i]·(Σ_{its positions with that id} e, double, in position order); acc ← (0 or acc) + t. */
+KERNEL void embed_coef_sum_f64(double* acc, const float* x, const float* e, const double* c, int b, int l, int vocab, int dim, int first) {
+	GSTRIDE_LOOP(t, (i64)vocab * dim) {
+		i64 id = t / dim, k = t % dim;
+		double s = 0;
+		for (i64 i = 0; i < b; i++) {
+			double ci = c[i];
+			if (ci == 0) continue;
+			double r = 0;
+			int any = 0;
+			for (i64 q = i * l; q < (i + 1) * l; q++)
+				if (token_id(x[q], vocab) == id) {
+					r += (double)e[q * dim + k];
+					any = 1;
+				}
+			if (any) {
+				double u = ci * r;
+				s += u;
+			}
+		}
+		acc[t] = (first ? 0.0 : acc[t]) + s;
+	}
+}

@@ -354,3 +354,104 @@ func TestNormOpsAgainstReference(t *testing.T) {
 		t.Fatal("Norm with 4 groups of 6 channels accepted")
 	}
 }
+
+// tokenRef is engine/nn's tokenID.
+func tokenRef(v float32, n int) int {
+	d := float64(v)
+	if !(d >= 0 && d < float64(n)) || d != math.Trunc(d) {
+		return -1
+	}
+	return int(d)
+}
+
+// TestEmbedOpsAgainstReference: Embed gives the table's rows of valid ids and zero rows for
+// invalid ones (−1, the vocabulary's size, a fraction, NaN, ±Inf, 1e30); EmbedNorms adds each
+// example's ‖Σ_{positions of an id} e‖² summed over its ids (an example whose repeated id has
+// opposite errors included: its norm is that of the sum, not of the rows); EmbedCoefSum sums
+// cᵢ times those grouped rows into the table's float64 sums over two physical batches, skipping
+// cᵢ = 0 (whose errors are NaN), within 1e-12 relative of brute-force float64 sums.
+func TestEmbedOpsAgainstReference(t *testing.T) {
+	d := openFake(t)
+	rng := rand.New(rand.NewPCG(47, 48))
+	const b, l, vocab, dim = 5, 7, 6, 3
+	x := make([]float32, b*l)
+	for i := range x {
+		x[i] = float32(rng.IntN(vocab))
+	}
+	copy(x[l:], []float32{-1, 6, 2.5, float32(math.NaN()), float32(math.Inf(1)), 1e30, 3})
+	x[2*l], x[2*l+1] = 4, 4
+	table, e := randF32(rng, vocab*dim, 1), randF32(rng, b*l*dim, 1)
+	for k := range dim { // example 2: id 4 twice with opposite errors
+		e[(2*l+1)*dim+k] = -e[2*l*dim+k]
+	}
+	for k := range l * dim { // example 3: coefficient 0, NaN errors
+		e[3*l*dim+k] = float32(math.NaN())
+	}
+	X, T, E := upload(t, d, x), upload(t, d, table), upload(t, d, e)
+	O := mustAlloc(t, d, b*l*dim*4)
+	if err := d.Embed(O, X, T, b, l, vocab, dim); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, b*l*dim)
+	for p, v := range x {
+		if id := tokenRef(v, vocab); id >= 0 {
+			copy(want[p*dim:(p+1)*dim], table[id*dim:(id+1)*dim])
+		}
+	}
+	sameBits(t, "embed", download[float32](t, d, O, len(want)), want)
+	// grouped is example i's gradient of the table, vocab×dim float64.
+	grouped := func(i int) []float64 {
+		g := make([]float64, vocab*dim)
+		for p := i * l; p < (i+1)*l; p++ {
+			if id := tokenRef(x[p], vocab); id >= 0 {
+				for k := range dim {
+					g[id*dim+k] += float64(e[p*dim+k])
+				}
+			}
+		}
+		return g
+	}
+	N2 := upload(t, d, []float64{1, 2, 3, 4, 5})
+	if err := d.EmbedNorms(N2, X, E, b, l, vocab, dim); err != nil {
+		t.Fatal(err)
+	}
+	n2 := download[float64](t, d, N2, b)
+	for i := range b {
+		var s float64
+		for _, v := range grouped(i) {
+			s += v * v
+		}
+		if i == 3 {
+			if !math.IsNaN(n2[i]) {
+				t.Fatalf("example 3 (NaN errors): norm² %v, want NaN", n2[i])
+			}
+			continue
+		}
+		if !relClose(n2[i]-float64(i+1), s, 1e-12) {
+			t.Fatalf("example %d: norm² %v, want %v", i, n2[i]-float64(i+1), s)
+		}
+	}
+	coef := []float64{0.5, 1, 0.25, 0, 0.125}
+	C, ACC := upload(t, d, coef), mustAlloc(t, d, vocab*dim*8)
+	if err := firstErrT(d.EmbedCoefSum(ACC, X, E, C, b, l, vocab, dim, true), d.EmbedCoefSum(ACC, X, E, C, b, l, vocab, dim, false)); err != nil {
+		t.Fatal(err)
+	}
+	acc := download[float64](t, d, ACC, vocab*dim)
+	sum := make([]float64, vocab*dim)
+	for i, c := range coef {
+		if c == 0 {
+			continue
+		}
+		for j, v := range grouped(i) {
+			sum[j] += c * v
+		}
+	}
+	for j := range sum {
+		if !relClose(acc[j], 2*sum[j], 1e-12) && math.Abs(acc[j]-2*sum[j]) > 1e-15 {
+			t.Fatalf("table sum %d: %v, want %v", j, acc[j], 2*sum[j])
+		}
+	}
+	if err := d.Embed(O, X, T, b, 0, vocab, dim); err == nil {
+		t.Fatal("Embed with 0 ids per example accepted")
+	}
+}

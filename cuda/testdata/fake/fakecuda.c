@@ -175,6 +175,9 @@ static void k_affine_f32(void** params) { CHK(0) CHK(1) CHK(2) affine_f32(P(0, f
 static void k_norm_grads_f64(void** params) { CHK(0) CHK(1) CHK(2) norm_grads_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int)); }
 static void k_row_sqnorm_add_f64(void** params) { CHK(0) CHK(1) row_sqnorm_add_f64(P(0, double*), P(1, const double*), P(2, int), P(3, int)); }
 static void k_coef_sum_f64(void** params) { CHK(0) CHK(1) CHK(2) coef_sum_f64(P(0, double*), P(1, const double*), P(2, const double*), P(3, int), P(4, int), P(5, int)); }
+static void k_embed_f32(void** params) { CHK(0) CHK(1) CHK(2) embed_f32(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int)); }
+static void k_embed_norm_f64(void** params) { CHK(0) CHK(1) CHK(2) embed_norm_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int)); }
+static void k_embed_coef_sum_f64(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) embed_coef_sum_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, const double*), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -199,6 +202,7 @@ static const kdesc KERNELS[] = {
 	{"add_f32", k_add_f32, 0, 0},
 	{"norm_f32", k_norm_f32, 0, 0}, {"affine_f32", k_affine_f32, 0, 0}, {"norm_grads_f64", k_norm_grads_f64, 0, 0},
 	{"row_sqnorm_add_f64", k_row_sqnorm_add_f64, 0, 0}, {"coef_sum_f64", k_coef_sum_f64, 0, 0},
+	{"embed_f32", k_embed_f32, 0, 0}, {"embed_norm_f64", k_embed_norm_f64, 0, 0}, {"embed_coef_sum_f64", k_embed_coef_sum_f64, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
