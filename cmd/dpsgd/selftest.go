@@ -21,7 +21,7 @@ import (
 
 const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
 CUDA kernel against the CPU backend on random inputs (dense and convolution layers, GELU and the tempered
-sigmoid: float32 within 1e-5 relative; data movements, pooling, residual sums and group normalization bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+sigmoid: float32 within 1e-5 relative; data movements, pooling, residual sums, group normalization and the embedding lookup bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
 --draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
 device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
@@ -355,8 +355,9 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 // the tempered sigmoid and their derivatives against their closed forms in float64 (engine/nn's
 // definitions, x·Φ(x) = x·½·erfc(−x/√2) and scale·σ(temp·x) − offset) within 1e-5 relative;
 // average pooling (a 3×3 window at stride 2 on 2×9×9 inputs) and its gradient, the residual
-// sum, and a group normalization both ways, against engine/nn's operations in its order, bit
-// for bit.
+// sum, a group normalization both ways and an embedding lookup, against engine/nn's operations
+// in its order, bit for bit; and the embedding's per-example norms (rows grouped by id) within
+// 1e-12.
 func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
 	var out []selftestCheck
 	up := func(x []float32) (cuda.Buffer, error) {
@@ -486,10 +487,63 @@ func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer,
 	if err := errors.Join(d.Norm(NO, NX, b, np, nc, ng), cuda.Download(d, gn, NO), d.NormBackward(NO, NX, NGX, b, np, nc, ng), cuda.Download(d, gnb, NO)); err != nil {
 		return nil, err
 	}
+	// An embedding of 4 examples of 8 ids (some repeated, some invalid) into a 5×6 table: the
+	// lookup bit for bit, each example's norm of its rows grouped by id within 1e-12.
+	const el, ev, ed = 8, 5, 6
+	ex := make([]float32, b*el)
+	for i := range ex {
+		ex[i] = float32(rng.IntN(ev+1)) - 0.5*float32(i%11/10) // ev and x.5: invalid
+	}
+	et, ee := selftestF32(rng, ev*ed), selftestF32(rng, b*el*ed)
+	wantE, wantEN := make([]float32, b*el*ed), make([]float64, b)
+	for i := range b {
+		rows := make([]float64, ev*ed)
+		for q := i * el; q < (i+1)*el; q++ {
+			v := float64(ex[q])
+			if !(v >= 0 && v < ev) || v != math.Trunc(v) {
+				continue
+			}
+			id := int(v)
+			copy(wantE[q*ed:(q+1)*ed], et[id*ed:(id+1)*ed])
+			for k := range ed {
+				rows[id*ed+k] += float64(ee[q*ed+k])
+			}
+		}
+		for _, r := range rows {
+			wantEN[i] += r * r
+		}
+	}
+	EX, err := up(ex)
+	if err != nil {
+		return nil, err
+	}
+	ET, err := up(et)
+	if err != nil {
+		return nil, err
+	}
+	EE, err := up(ee)
+	if err != nil {
+		return nil, err
+	}
+	EO, err := alloc(len(wantE) * 4)
+	if err != nil {
+		return nil, err
+	}
+	EN, err := alloc(b * 8)
+	if err != nil {
+		return nil, err
+	}
+	gotE, gotEN := make([]float32, len(wantE)), make([]float64, b)
+	if err := errors.Join(d.Embed(EO, EX, ET, b, el, ev, ed), d.Zero(EN, b*8), d.EmbedNorms(EN, EX, EE, b, el, ev, ed),
+		cuda.Download(d, gotE, EO), cuda.Download(d, gotEN, EN)); err != nil {
+		return nil, err
+	}
+	en := selftestMaxRel64(gotEN, wantEN)
+	out = append(out, selftestCheck{Kernel: "embedding norms (grouped by id)", MaxErr: num(en), Tol: 1e-12, OK: en <= 1e-12})
 	for _, r := range []struct {
 		name      string
 		got, want []float32
-	}{{"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum},
+	}{{"embedding (bit-exact)", gotE, wantE}, {"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum},
 		{"groupnorm (bit-exact)", gn, wantN}, {"groupnorm backward (bit-exact)", gnb, wantNB}} {
 		miss := selftestMismatches(r.got, r.want)
 		out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(selftestMaxRel(r.got, r.want)), Mismatches: &miss, OK: miss == 0})
