@@ -44,7 +44,7 @@ type cudaNode struct {
 	body    []*cudaNode  // nodeResidual
 	groups  int          // nodeNorm: channel groups (1: layernorm)
 	other   int          // nodeNorm: γ's index among the non-GEMM parameters (β's is other+1); nodeEmbed: the table's
-	vocab   int          // nodeEmbed
+	vocab   int          // nodeEmbed: the table's rows
 
 	x, dx  cuda.Buffer // input; error at the input (zero Buffer: not needed)
 	y, dy  cuda.Buffer // output; error at the output
@@ -55,8 +55,9 @@ type cudaNode struct {
 	xh, gx, mat, acc cuda.Buffer
 }
 
-// cudaOther is one parameter tensor of a layer that is not a GEMM layer (nn.Decl.Other: a
-// normalization's γ or β), n values; acc is its part of the layer's float64 sums.
+// cudaOther is one parameter tensor of a layer that is not a GEMM layer (nn.Decl.Other: an
+// embedding's table, a normalization's γ or β), n values; acc is its part of the layer's
+// float64 sums.
 type cudaOther struct {
 	n          int
 	w, g, m, v cuda.Buffer
@@ -64,7 +65,7 @@ type cudaOther struct {
 }
 
 // planCUDA lays the model's layer stack out as cudaNodes (no device memory yet), or says which
-// layer the CUDA backend does not run: "layer 3 (layernorm) runs on the CPU only", a layer
+// layer the CUDA backend does not run: "layer 3 (dropout) runs on the CPU only", a layer
 // inside a residual block named by the block's index, then its own ("layer 2.1 (…)").
 func planCUDA(arch nn.Arch) ([]*cudaNode, *nn.Decl, error) {
 	seq, err := arch.Model()

@@ -204,3 +204,78 @@ func adversarialStack(t *testing.T, arch nn.Arch, base *datasets.Dataset, featur
 		}
 	}
 }
+
+// TestDeviceAdversarialSparse is TestAdversarialSparseCancellation and the id attack on the
+// device: a record whose two positions share an id, with dense weights of ±1e20 that make their
+// errors huge and opposite, moves the device's float64 sums by at most C (its rows are grouped
+// by id before the scaling, as on the CPU); and a record holding any invalid or extreme id
+// (embeddingIDs) at either position moves them by at most C, with the CPU's counts.
+func TestDeviceAdversarialSparse(t *testing.T) {
+	const l, vocab, dim, k, n = 2, 3, 2, 2, 6
+	arch := nn.Arch{Kind: nn.KindStack, Input: []int{l}, Classes: k, Stack: []nn.LayerSpec{
+		{Type: "embedding", Vocab: vocab, Dim: dim}, {Type: "flatten"}, {Type: "dense", Units: k},
+	}}
+	ds := &datasets.Dataset{Name: "tokens", X: make([]float32, n*l), Y: make([]int, n), N: n, D: l, Classes: k, Shape: []int{l}}
+	for i := range n - 1 {
+		ds.X[i*l], ds.X[i*l+1] = 0, 1
+		ds.Y[i] = i % k
+	}
+	rec := n - 1
+	moved := func(be backend, ds *datasets.Dataset, clip float64) float64 {
+		with, without := backendSums(t, be, ds, []int{0, 1, 2, 3, 4, rec}, clip), backendSums(t, be, ds, []int{0, 1, 2, 3, 4}, clip)
+		s := 0.0
+		for p := range with {
+			for j := range with[p] {
+				s += (with[p][j] - without[p][j]) * (with[p][j] - without[p][j])
+			}
+		}
+		return math.Sqrt(s) / clip
+	}
+	runs := map[string]*run[float32]{}
+	for _, dev := range []string{DeviceCPU, DeviceCUDA} {
+		r := stepRun(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, ds, dev, func(c *Config) { c.PhysicalBatch, c.Replicas = n, 1 })
+		setParam(r.params.List[0], func(j int) float64 {
+			row, col := j/k, j%k
+			v := 1e20 * float64(1+row%dim+col)
+			if row >= dim {
+				v = -v
+			}
+			return v
+		})
+		if gb, ok := r.be.(*cudaBackend); ok {
+			if err := gb.push(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runs[dev] = r
+	}
+	gpu, cpu := runs[DeviceCUDA].be, runs[DeviceCPU].be
+	for _, clip := range []float64{1, 1e-3} {
+		x := &datasets.Dataset{Name: ds.Name, X: append([]float32(nil), ds.X...), Y: ds.Y, N: n, D: l, Classes: k, Shape: ds.Shape}
+		x.X[rec*l], x.X[rec*l+1] = 0, 0
+		if d := moved(gpu, x, clip); !(d <= 1+1e-9) {
+			t.Errorf("C = %g: the repeated-id record moved the device's clipped sum by %.6g·C", clip, d)
+		}
+	}
+	for _, id := range embeddingIDs(vocab) {
+		for pos := range l {
+			x := &datasets.Dataset{Name: ds.Name, X: append([]float32(nil), ds.X...), Y: ds.Y, N: n, D: l, Classes: k, Shape: ds.Shape}
+			x.X[rec*l+pos] = id.v
+			if d := moved(gpu, x, 1); !(d <= 1+1e-9) {
+				t.Errorf("id %s at position %d: moved the device's clipped sum by %.6g·C", id.name, pos, d)
+			}
+			c := kernels.ClipBound[float32](1)
+			sc, err := cpu.clippedSum(x, []int{0, 1, 2, 3, 4, rec}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sg, err := gpu.clippedSum(x, []int{0, 1, 2, 3, 4, rec}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.NonFinite != sg.NonFinite || sc.Clipped != sg.Clipped {
+				t.Errorf("id %s at position %d: CPU %+v, device %+v", id.name, pos, sc, sg)
+			}
+		}
+	}
+}
