@@ -592,3 +592,212 @@ func (d *Device) CoefSum(acc, w, bias, g, c Buffer, b, din, h int, first bool) e
 	}
 	return d.Launch("coef_sum_f32", Grid(int64(n)), acc, w, bias, g, c, int32(b), int32(n), int32(din*h), f)
 }
+
+// Pointwise functions of Point and PointBackward (engine/nn's pointOp).
+const (
+	PointGELU            = 0 // x·Φ(x), the exact GELU
+	PointTemperedSigmoid = 1 // Scale·σ(Temp·x) − Offset
+)
+
+// PointFn is a pointwise function of the layer library: Fn PointGELU, or PointTemperedSigmoid
+// with its scale, temperature and offset.
+type PointFn struct {
+	Fn                  int32
+	Scale, Temp, Offset float64
+}
+
+func (f PointFn) check(name string) error {
+	switch f.Fn {
+	case PointGELU:
+	case PointTemperedSigmoid:
+		if !(f.Scale > 0 && f.Temp > 0) || math.IsInf(f.Scale, 0) || math.IsInf(f.Temp, 0) || math.IsNaN(f.Offset) || math.IsInf(f.Offset, 0) {
+			return fmt.Errorf("cuda: %s: tempered sigmoid scale %v, temp %v, offset %v: want finite scale and temp > 0 and a finite offset", name, f.Scale, f.Temp, f.Offset)
+		}
+	default:
+		return fmt.Errorf("cuda: %s: function %d: want PointGELU or PointTemperedSigmoid", name, f.Fn)
+	}
+	return nil
+}
+
+// Point sets out[k] = f(x[k]), k < n, computed in float64 from the float32 x[k] and rounded to
+// float32, as engine/nn's pointOp does (GELU's erfc by the algorithm of Go's math.Erfc, the
+// exponentials within an ulp or so of math.Exp). out may be x.
+func (d *Device) Point(out, x Buffer, n int, f PointFn) error {
+	if err := firstErr(f.check("Point"), fits("Point out", out, n, 4), fits("Point x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("point_f32", Grid(int64(n)), out, x, int64(n), f.Fn, f.Scale, f.Temp, f.Offset)
+}
+
+// PointBackward sets e[k] = e[k]·float32(f′(x[k])) in place, k < n: the error at f's output
+// becomes the error at its input x.
+func (d *Device) PointBackward(e, x Buffer, n int, f PointFn) error {
+	if err := firstErr(f.check("PointBackward"), fits("PointBackward e", e, n, 4), fits("PointBackward x", x, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("point_bwd_f32", Grid(int64(n)), e, x, int64(n), f.Fn, f.Scale, f.Temp, f.Offset)
+}
+
+// AvgPool writes the average pooling of x, (b·H·W)×C in the row layout, into out, (b·OH·OW)×C:
+// each window summed in scan order, times 1/(K·K) (float32), as engine/nn's. w.Pad must be 0.
+func (d *Device) AvgPool(out, x Buffer, b int, w Window) error {
+	if err := w.check("AvgPool", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: AvgPool: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * oh * ow * w.C
+	if err := firstErr(fits("AvgPool out", out, n, 4), fits("AvgPool x", x, b*w.H*w.W*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("avgpool_f32", Grid(int64(n)), append([]any{out, x}, w.args(b, false)...)...)
+}
+
+// AvgPoolBackward sets dx, (b·H·W)×C, to the gradient of AvgPool given dy, (b·OH·OW)×C: each
+// position's dy·(1/(K·K)) terms added in scan order of the windows that hold it.
+func (d *Device) AvgPoolBackward(dx, dy Buffer, b int, w Window) error {
+	if err := w.check("AvgPoolBackward", b, true); err != nil {
+		return err
+	}
+	if w.Pad != 0 {
+		return fmt.Errorf("cuda: AvgPoolBackward: pad %d: pooling takes none", w.Pad)
+	}
+	oh, ow := w.Out()
+	n := b * w.H * w.W * w.C
+	if err := firstErr(fits("AvgPoolBackward dx", dx, n, 4), fits("AvgPoolBackward dy", dy, b*oh*ow*w.C, 4)); err != nil {
+		return err
+	}
+	return d.Launch("avgpool_bwd_f32", Grid(int64(n)), append([]any{dx, dy}, w.args(b, false)...)...)
+}
+
+// AddF32 sets the float32 out[k] = a[k] + b[k], k < n (a residual block's sum); out may be a
+// or b.
+func (d *Device) AddF32(out, a, b Buffer, n int) error {
+	if err := firstErr(fits("AddF32 out", out, n, 4), fits("AddF32 a", a, n, 4), fits("AddF32 b", b, n, 4)); err != nil {
+		return err
+	}
+	return d.Launch("add_f32", Grid(int64(n)), out, a, b, int64(n))
+}
+
+// normCheck checks a normalization's geometry: b examples of p rows of c channels in groups.
+func normCheck(name string, b, p, c, groups int) error {
+	if b < 0 || p < 1 || c < 1 || groups < 1 || c%groups != 0 || int64(b)*int64(p)*int64(c) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d examples of %d×%d in %d groups: want groups dividing the channels, within int32", name, b, p, c, groups)
+	}
+	return nil
+}
+
+// Norm sets xh to the normalization of x, b examples of p rows × c channels ((b·p)×c float32,
+// engine/nn's row layout; p = 1 for a flat input), each example's channel groups by their own
+// mean and variance in float64: x̂ = (x − μ)/√(σ² + 1e-5), rounded to float32, as engine/nn's
+// normOp.
+func (d *Device) Norm(xh, x Buffer, b, p, c, groups int) error {
+	if err := firstErr(normCheck("Norm", b, p, c, groups), fits("Norm xh", xh, b*p*c, 4), fits("Norm x", x, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_f32", Grid(int64(b*groups)), xh, x, Buffer{}, int32(b), int32(p), int32(c), int32(groups), int32(0))
+}
+
+// NormBackward sets dx to the gradient of Norm at x given gx = ∂L/∂x̂, as engine/nn's normOp
+// gradient: (gx − mean(gx) − x̂·mean(gx⊙x̂))/√(σ² + 1e-5) over each group, in float64.
+func (d *Device) NormBackward(dx, x, gx Buffer, b, p, c, groups int) error {
+	if err := firstErr(normCheck("NormBackward", b, p, c, groups), fits("NormBackward dx", dx, b*p*c, 4), fits("NormBackward x", x, b*p*c, 4),
+		fits("NormBackward gx", gx, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_f32", Grid(int64(b*groups)), dx, x, gx, int32(b), int32(p), int32(c), int32(groups), int32(1))
+}
+
+// Affine sets out = xh⊙γ + β on rows×c (each product rounded to float32, then the sum), or,
+// with beta the zero Buffer, out = xh⊙γ (the error at x̂ from the error at the output).
+func (d *Device) Affine(out, xh, gamma, beta Buffer, rows, c int) error {
+	mode := int32(0)
+	if beta.ptr == 0 {
+		mode = 1
+	} else if err := fits("Affine beta", beta, c, 4); err != nil {
+		return err
+	}
+	if err := firstErr(fits("Affine out", out, rows*c, 4), fits("Affine xh", xh, rows*c, 4), fits("Affine gamma", gamma, c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("affine_f32", Grid(int64(rows*c)), out, xh, gamma, beta, int64(rows), int32(c), mode)
+}
+
+// NormGrads materializes a normalization's per-example gradients (engine/nn's normRule): for
+// each of the b examples, 2c float64 values at g + i·2c, Σ e⊙x̂ (γ) then Σ e (β) over its p
+// rows, from the float32 error e at the output and x̂.
+func (d *Device) NormGrads(g, e, xh Buffer, b, p, c int) error {
+	if err := firstErr(normCheck("NormGrads", b, p, c, 1), fits("NormGrads g", g, b*2*c, 8), fits("NormGrads e", e, b*p*c, 4), fits("NormGrads xh", xh, b*p*c, 4)); err != nil {
+		return err
+	}
+	return d.Launch("norm_grads_f64", Grid(int64(b*c)), g, e, xh, int32(b), int32(p), int32(c))
+}
+
+// RowSqNormsAddF64 adds to out[i] the squared norm of row i of the rows×cols float64 a.
+func (d *Device) RowSqNormsAddF64(out, a Buffer, rows, cols int) error {
+	if err := firstErr(fits("RowSqNormsAddF64 out", out, rows, 8), fits("RowSqNormsAddF64 a", a, rows*cols, 8)); err != nil {
+		return err
+	}
+	return d.Launch("row_sqnorm_add_f64", Grid(int64(rows)), out, a, int32(rows), int32(cols))
+}
+
+// CoefSumF64 is CoefSum on float64 per-example gradients g (b × n), without the float32 copy:
+// acc (n float64; set when first, else added to) gets Σᵢ cᵢ·gᵢ over the examples with cᵢ ≠ 0
+// in example order.
+func (d *Device) CoefSumF64(acc, g, c Buffer, b, n int, first bool) error {
+	if b < 0 || n < 1 || int64(b)*int64(n) > math.MaxInt32 {
+		return fmt.Errorf("cuda: CoefSumF64: %d examples of %d values: out of range", b, n)
+	}
+	if err := firstErr(fits("CoefSumF64 acc", acc, n, 8), fits("CoefSumF64 g", g, b*n, 8), fits("CoefSumF64 c", c, b, 8)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if first {
+		f = 1
+	}
+	return d.Launch("coef_sum_f64", Grid(int64(n)), acc, g, c, int32(b), int32(n), f)
+}
+
+// embedCheck checks an embedding's geometry: b examples of l ids into a vocab×dim table.
+func embedCheck(name string, b, l, vocab, dim int) error {
+	if b < 0 || l < 1 || vocab < 1 || dim < 1 || int64(b)*int64(l)*int64(dim) > math.MaxInt32 || int64(vocab)*int64(dim) > math.MaxInt32 {
+		return fmt.Errorf("cuda: %s: %d examples of %d ids into a %d×%d table: out of range", name, b, l, vocab, dim)
+	}
+	return nil
+}
+
+// Embed sets out ((b·l)×dim float32, engine/nn's row layout) to the table's rows (vocab×dim)
+// of the b·l ids x (float32 values; one that is not an integer in [0, vocab) gives a zero row),
+// as engine/nn's Embedding.
+func (d *Device) Embed(out, x, table Buffer, b, l, vocab, dim int) error {
+	if err := firstErr(embedCheck("Embed", b, l, vocab, dim), fits("Embed out", out, b*l*dim, 4), fits("Embed x", x, b*l, 4), fits("Embed table", table, vocab*dim, 4)); err != nil {
+		return err
+	}
+	return d.Launch("embed_f32", Grid(int64(b*l*dim)), out, x, table, int32(b), int32(l), int32(vocab), int32(dim))
+}
+
+// EmbedNorms adds to norm2[i] the squared norm of example i's gradient of the table (the
+// sparse rule): its error rows e ((b·l)×dim) summed by id in float64, squared.
+func (d *Device) EmbedNorms(norm2, x, e Buffer, b, l, vocab, dim int) error {
+	if err := firstErr(embedCheck("EmbedNorms", b, l, vocab, dim), fits("EmbedNorms norm2", norm2, b, 8), fits("EmbedNorms x", x, b*l, 4), fits("EmbedNorms e", e, b*l*dim, 4)); err != nil {
+		return err
+	}
+	return d.Launch("embed_norm_f64", Grid(int64(b)), norm2, x, e, int32(b), int32(l), int32(vocab), int32(dim))
+}
+
+// EmbedCoefSum sets (first) or adds to acc (vocab×dim float64) the clipped sum of the table's
+// gradients: for each example with cᵢ ≠ 0, cᵢ times each of its rows grouped by id (the row
+// whose norm EmbedNorms took), in example order.
+func (d *Device) EmbedCoefSum(acc, x, e, c Buffer, b, l, vocab, dim int, first bool) error {
+	if err := firstErr(embedCheck("EmbedCoefSum", b, l, vocab, dim), fits("EmbedCoefSum acc", acc, vocab*dim, 8), fits("EmbedCoefSum x", x, b*l, 4),
+		fits("EmbedCoefSum e", e, b*l*dim, 4), fits("EmbedCoefSum c", c, b, 8)); err != nil {
+		return err
+	}
+	f := int32(0)
+	if first {
+		f = 1
+	}
+	return d.Launch("embed_coef_sum_f64", Grid(int64(vocab*dim)), acc, x, e, c, int32(b), int32(l), int32(vocab), int32(dim), f)
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/dpsgd/dpsgd/cuda"
 	"github.com/dpsgd/dpsgd/datasets"
@@ -23,58 +24,43 @@ type cudaLayer struct {
 	gw, gb  cuda.Buffer // the step's gradient: acc over the expected batch size, rounded to float32
 	mw, mb  cuda.Buffer // optimizer state: momentum / Adam first moment
 	vw, vb  cuda.Buffer // Adam second moment
-	z, h, e cuda.Buffer // pre-activation, activation, error (phys·rows rows)
+	z, e    cuda.Buffer // pre-activation and the error at it, E (phys·rows rows)
+	a       cuda.Buffer // the input rows A: a dense layer's input, a convolution's patch matrix
 	conv    *cudaConv
 	wh      cuda.Buffer // the weights in bfloat16 (--precision bf16), converted at each forward pass
 }
 
-// cudaConv is a convolution layer's own device memory and geometry (nn.ConvLayout), in
-// engine/nn's row layout: activations are (examples·positions) × channels matrices.
+// cudaConv is a convolution layer's own device memory and geometry, in engine/nn's row layout:
+// activations are (examples·positions) × channels matrices.
 type cudaConv struct {
 	win    cuda.Window // the convolution's window on the layer's input
-	pool   cuda.Window // the max pooling's window on the activation h (K = 0: no pooling)
-	pooled int         // positions per example after pooling
 	a      cuda.Buffer // the patch matrix: phys·rows × in
-	p, idx cuda.Buffer // the pooled activation and its argmax positions: phys·pooled × out
-	dp     cuda.Buffer // the error at the pooled activation (from the next layer)
 	dpatch cuda.Buffer // the error at the patch matrix, phys·rows × in (not the first layer)
 	g      cuda.Buffer // the per-example gradients Ĝᵢ, phys × (in+1)·out
 }
 
-// output is the buffer the next layer reads: the pooled activation of a pooling convolution,
-// else the activation.
-func (l *cudaLayer) output() cuda.Buffer {
-	if l.conv != nil && l.conv.pool.K > 0 {
-		return l.conv.p
-	}
-	return l.h
-}
-
-// outErr is the buffer the next layer's backward pass writes the error at output() into.
-func (l *cudaLayer) outErr() cuda.Buffer {
-	if l.conv != nil && l.conv.pool.K > 0 {
-		return l.conv.dp
-	}
-	return l.e
-}
-
-// cudaBackend is the CUDA backend of the DP step (backend): a float32 model (logreg, MLP or
-// CNN; CUDASupport) on one device, with the training set, the parameters, the gradient sums
-// and the optimizer's moments in device memory; a step uploads only the batch's indices and
-// reads back per-example statistics. The step's logic (which noise, its key, the learning
+// cudaBackend is the CUDA backend of the DP step (backend): a float32 model (a preset or a
+// layer stack of the layers CUDASupport names) on one device, with the training set, the
+// parameters, the gradient sums and the optimizer's moments in device memory; a step uploads
+// only the batch's indices and reads back per-example statistics. The step's logic (which noise, its key, the learning
 // rate, the guards) is run.dpStep's; this type runs its numbers with the kernels of
 // kernels/cuda through the driver layer (package cuda). It is not safe for concurrent use.
 type cudaBackend struct {
 	d      *cuda.Device
 	name   string
 	phys   int
-	tanh   bool
 	bf16   bool       // the forward and backward GEMMs in bfloat16 (PrecisionBF16)
 	params *nn.Params // the host mirror, float32
 	opt    *optimizer[float32]
 
 	ds      *datasets.Dataset // the training set on the device (X, Y)
-	layers  []*cudaLayer
+	layers  []*cudaLayer      // the GEMM layers, in Params order
+	nodes   []*cudaNode       // the layer stack (backend_cuda_stack.go)
+	others  []*cudaOther      // the other layers' parameters, in Params order after the GEMM layers'
+	norms   []*cudaNode       // the normalization layers (the materialized rule), in stack order
+	embeds  []*cudaNode       // the embedding (the sparse rule)
+	logits  cuda.Buffer       // the last node's output and the error at it
+	dlogits cuda.Buffer
 	x, y    cuda.Buffer // phys×D input, phys×K one-hot targets
 	X, Y    cuda.Buffer // the training set
 	idx     cuda.Buffer // phys int32
@@ -130,20 +116,25 @@ func newCUDABackend(d *cuda.Device, cfg *Config, params *nn.Params, opt *optimiz
 	if err := CUDASupport(cfg); err != nil {
 		return nil, err
 	}
-	shapes, err := cfg.Arch.Layers()
+	nodes, decl, err := planCUDA(cfg.Arch)
 	if err != nil {
 		return nil, err
 	}
-	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes) {
-		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d layers: want 2 float32 per layer", len(params.List), params.Dtype, len(shapes))
-	}
-	convs, err := cfg.Arch.ConvLayouts()
+	shapes := decl.Gemm
+	want, err := cfg.Arch.Layers()
 	if err != nil {
 		return nil, err
 	}
-	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, tanh: cfg.Arch.Activation == nn.Tanh, bf16: cfg.Precision == PrecisionBF16,
-		params: params, opt: opt}
-	if err := b.setup(shapes, convs, train); err != nil {
+	if !slices.EqualFunc(shapes, want, func(a, b nn.LayerShape) bool { return a.In == b.In && a.Out == b.Out && a.Positions == b.Positions }) {
+		return nil, fmt.Errorf("engine: cuda backend: the stack's GEMM layers %v are not the model's %v", shapes, want)
+	}
+	shapes = want
+	if params.Dtype != tensor.Float32 || len(params.List) != 2*len(shapes)+len(decl.Other) {
+		return nil, fmt.Errorf("engine: cuda backend: %d %v parameter tensors for %d GEMM layers and %d others: want 2 float32 per GEMM layer and the others", len(params.List), params.Dtype, len(shapes), len(decl.Other))
+	}
+	b := &cudaBackend{d: d, name: d.Info().String(), phys: cfg.PhysicalBatch, bf16: cfg.Precision == PrecisionBF16,
+		params: params, opt: opt, nodes: nodes}
+	if err := b.setup(shapes, decl.Other, train); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -158,7 +149,7 @@ func (b *cudaBackend) alloc(bytes int) (cuda.Buffer, error) {
 	return buf, err
 }
 
-func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train *datasets.Dataset) error {
+func (b *cudaBackend) setup(shapes []nn.LayerShape, others []nn.ParamDecl, train *datasets.Dataset) error {
 	p := b.phys
 	var err error
 	a := func(bytes int) cuda.Buffer {
@@ -175,9 +166,9 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 	b.asq, b.esq, b.norm2, b.coef = a(p*8), a(p*8), a(p*8), a(p*8)
 	b.loss, b.correct, b.flag = a(p*8), a(p*4), a(4)
 	maxOut, maxIn := 0, 0
-	for li, s := range shapes {
+	for _, s := range shapes {
 		maxOut = max(maxOut, s.Out)
-		if li >= len(convs) {
+		if s.Positions == 1 {
 			maxIn = max(maxIn, s.In)
 		}
 	}
@@ -191,6 +182,7 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 		b.half = a(maxOp * 2)
 	}
 	moments := b.opt.kind.moments
+	convs := b.convNodes(b.nodes, map[int]*cudaNode{})
 	for li, s := range shapes {
 		l := &cudaLayer{in: s.In, out: s.Out, rows: s.Positions}
 		rows := p * s.Positions
@@ -200,39 +192,38 @@ func (b *cudaBackend) setup(shapes []nn.LayerShape, convs []nn.ConvLayout, train
 		if b.bf16 {
 			l.wh = a(s.In * s.Out * 2)
 		}
-		l.z, l.h, l.e = a(rows*s.Out*4), a(rows*s.Out*4), a(rows*s.Out*4)
+		l.z, l.e = a(rows*s.Out*4), a(rows*s.Out*4)
 		if moments >= 1 {
 			l.mw, l.mb = a(s.In*s.Out*4), a(s.Out*4)
 		}
 		if moments >= 2 {
 			l.vw, l.vb = a(s.In*s.Out*4), a(s.Out*4)
 		}
-		if li < len(convs) {
-			c := convs[li]
-			if c.OutH*c.OutW != s.Positions || c.InC*c.Spec.Kernel*c.Spec.Kernel != s.In {
-				return fmt.Errorf("engine: cuda backend: convolution %d: layout %+v does not match layer %+v", li, c, s)
+		if n := convs[li]; n != nil {
+			w := n.win
+			oh, ow := w.Out()
+			if oh*ow != s.Positions || w.C*w.K*w.K != s.In {
+				return fmt.Errorf("engine: cuda backend: convolution %d: window %+v does not match layer %+v", li, w, s)
 			}
-			l.conv = &cudaConv{
-				win:    cuda.Window{C: c.InC, H: c.InH, W: c.InW, K: c.Spec.Kernel, S: c.Spec.Stride, Pad: c.Spec.Pad},
-				pooled: c.PoolH * c.PoolW,
-			}
-			cv := l.conv
-			cv.a = a(rows * s.In * 4)
-			if c.Spec.PoolKernel > 0 {
-				cv.pool = cuda.Window{C: s.Out, H: c.OutH, W: c.OutW, K: c.Spec.PoolKernel, S: c.Spec.PoolStride}
-				if c.OutH < cv.pool.K || c.OutW < cv.pool.K {
-					return fmt.Errorf("engine: cuda backend: convolution %d: a %d×%d pooling window does not fit its %d×%d output", li, cv.pool.K, cv.pool.K, c.OutH, c.OutW)
-				}
-				n := p * cv.pooled * s.Out * 4
-				cv.p, cv.idx, cv.dp = a(n), a(n), a(n)
-			}
-			if li > 0 {
-				cv.dpatch = a(rows * s.In * 4)
-			}
-			cv.g = a(p * (s.In + 1) * s.Out * 4)
+			l.conv = &cudaConv{win: w, a: a(rows * s.In * 4), g: a(p * (s.In + 1) * s.Out * 4)}
 		}
 		b.layers = append(b.layers, l)
 	}
+	for _, o := range others {
+		n := o.Rows * o.Cols
+		q := &cudaOther{n: n, w: a(n * 4), g: a(n * 4)}
+		if moments >= 1 {
+			q.m = a(n * 4)
+		}
+		if moments >= 2 {
+			q.v = a(n * 4)
+		}
+		b.others = append(b.others, q)
+	}
+	if err != nil {
+		return err
+	}
+	b.logits, b.dlogits = b.allocNodes(b.nodes, b.x, cuda.Buffer{}, a)
 	if err != nil {
 		return err
 	}
@@ -365,61 +356,20 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	if err := d.GatherBatch(b.x, b.y, b.X, b.Y, b.idx, b.mask, p, ds.D, ds.Classes); err != nil {
 		return err
 	}
-	// Forward: Z = A·W + b, H = act(Z) (the logits are the last Z); a convolution's A is the
-	// patch matrix of its input (the images for the first), its H max-pooled when it pools.
-	last := len(b.layers) - 1
-	for li, l := range b.layers {
-		a, rows := b.input(li), p*l.rows
-		if cv := l.conv; cv != nil {
-			if err := d.Im2Col(cv.a, a, p, cv.win, li == 0); err != nil {
-				return err
-			}
-			a = cv.a
-		}
-		if err := firstErr(b.gemmForward(l, a, rows), d.BiasAdd(l.z, l.b, rows, l.out)); err != nil {
-			return err
-		}
-		if li == last {
-			break
-		}
-		if err := d.Activate(l.h, l.z, rows*l.out, b.tanh); err != nil {
-			return err
-		}
-		if cv := l.conv; cv != nil && cv.pool.K > 0 {
-			if err := d.MaxPool(cv.p, cv.idx, l.h, p, cv.pool); err != nil {
-				return err
-			}
-		}
-	}
-	// Backward: errors at every pre-activation, through the patch matrices (col2im) and the
-	// pooling (to each window's maximum).
-	if err := d.SoftmaxXent(b.layers[last].e, b.loss, b.correct, b.layers[last].z, b.y, p, ds.Classes); err != nil {
+	// Forward through the layer stack: a GEMM layer's Z = A·W + b (a convolution's A the patch
+	// matrix of its input, the images for a first one), the functions, poolings and residual
+	// sums between them; then the errors at every GEMM layer's pre-activation, backward through
+	// them (col2im, each window's maximum or average, the functions' derivatives, a block's
+	// body and skip).
+	if err := firstErr(b.forward(b.nodes), d.SoftmaxXent(b.dlogits, b.loss, b.correct, b.logits, b.y, p, ds.Classes), b.backward(b.nodes)); err != nil {
 		return err
-	}
-	for li := last; li > 0; li-- {
-		l, prev := b.layers[li], b.layers[li-1]
-		if cv := l.conv; cv != nil {
-			if err := firstErr(b.gemmBackward(l, cv.dpatch), d.Col2Im(prev.outErr(), cv.dpatch, p, cv.win)); err != nil {
-				return err
-			}
-		} else if err := b.gemmBackward(l, prev.outErr()); err != nil {
-			return err
-		}
-		if cv := prev.conv; cv != nil && cv.pool.K > 0 {
-			if err := d.MaxPoolBackward(prev.e, cv.dp, cv.idx, p, cv.pool); err != nil {
-				return err
-			}
-		}
-		if err := d.ActivateBackward(prev.e, prev.z, prev.h, p*prev.rows*prev.out, b.tanh); err != nil {
-			return err
-		}
 	}
 	// Per-example norms: ghost norms for dense layers; a convolution's per-example gradients
 	// Ĝᵢ = [Aᵢ, 1]ᵀEᵢ materialized and their squared norms taken (docs/design.md step 3).
 	if err := d.Zero(b.norm2, p*8); err != nil {
 		return err
 	}
-	for li, l := range b.layers {
+	for _, l := range b.layers {
 		if cv := l.conv; cv != nil {
 			if err := firstErr(d.ExampleGrads(cv.g, cv.a, l.e, p, l.rows, l.in, l.out), d.RowSqNorms(b.asq, cv.g, p, (l.in+1)*l.out),
 				d.AddF64(b.norm2, b.asq, p)); err != nil {
@@ -427,7 +377,22 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 			}
 			continue
 		}
-		if err := firstErr(d.RowSqNorms(b.asq, b.input(li), p, l.in), d.RowSqNorms(b.esq, l.e, p, l.out), d.GhostAccum(b.norm2, b.asq, b.esq, p, true)); err != nil {
+		if err := firstErr(d.RowSqNorms(b.asq, l.a, p, l.in), d.RowSqNorms(b.esq, l.e, p, l.out), d.GhostAccum(b.norm2, b.asq, b.esq, p, true)); err != nil {
+			return err
+		}
+	}
+	// A normalization's per-example gradients of (γ, β), materialized in float64 from the
+	// error at its output and x̂ (docs/models.md, the normalization rule).
+	for _, n := range b.norms {
+		rows, c := n.out.Positions(), n.out.C
+		if err := firstErr(d.NormGrads(n.mat, n.dy, n.xh, p, rows, c), d.RowSqNormsAddF64(b.norm2, n.mat, p, 2*c)); err != nil {
+			return err
+		}
+	}
+	// An embedding's per-example table gradients: its error rows grouped by id (the sparse
+	// rule), never the table.
+	for _, n := range b.embeds {
+		if err := d.EmbedNorms(b.norm2, n.x, n.dy, p, n.in.C, n.vocab, n.out.C); err != nil {
 			return err
 		}
 	}
@@ -438,14 +403,24 @@ func (b *cudaBackend) physical(n int, clip float64, first bool) error {
 	// sets acc, later ones add. A convolution adds cᵢ·Ĝᵢ of the very gradients whose norms
 	// were taken; a dense layer adds [Aᵢ, 1]ᵀ·cᵢEᵢ of the very rows its ghost norm read, by
 	// one float64 GEMM of the exactly widened float32 operands.
-	for li, l := range b.layers {
+	for _, l := range b.layers {
 		if cv := l.conv; cv != nil {
 			if err := d.CoefSum(l.acc, l.gw, l.gb, cv.g, b.coef, p, l.in, l.out, first); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := d.ClippedSumWide(l.acc, b.input(li), l.e, p, l.in, l.out, b.coef, b.scratch, b.wideA, b.wideS, first); err != nil {
+		if err := d.ClippedSumWide(l.acc, l.a, l.e, p, l.in, l.out, b.coef, b.scratch, b.wideA, b.wideS, first); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.norms {
+		if err := d.CoefSumF64(n.acc, n.mat, b.coef, p, 2*n.out.C, first); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.embeds {
+		if err := d.EmbedCoefSum(n.acc, n.x, n.dy, b.coef, p, n.in.C, n.vocab, n.out.C, first); err != nil {
 			return err
 		}
 	}
@@ -474,14 +449,17 @@ func (b *cudaBackend) gemmBackward(l *cudaLayer, dst cuda.Buffer) error {
 	return firstErr(d.ToBF16(b.half, l.e, rows*l.out), d.GemmBF16(false, true, rows, l.in, l.out, 1, b.half, l.out, l.wh, l.out, 0, dst, l.in))
 }
 
-// input is the activation buffer feeding layer li: the batch for the first layer (a
-// convolution's images), else the previous layer's output (a convolution's pooled rows, read
-// by a dense layer as one row of positions·channels per example).
-func (b *cudaBackend) input(li int) cuda.Buffer {
-	if li == 0 {
-		return b.x
+// convNodes maps each convolution's GEMM index to its node, into m.
+func (b *cudaBackend) convNodes(nodes []*cudaNode, m map[int]*cudaNode) map[int]*cudaNode {
+	for _, n := range nodes {
+		if n.kind == nodeGemm && n.win.K > 0 {
+			m[n.gemm] = n
+		}
+		if n.kind == nodeResidual {
+			b.convNodes(n.body, m)
+		}
 	}
-	return b.layers[li-1].output()
+	return m
 }
 
 // philox is key as the device's noise kernels take it.
@@ -495,6 +473,10 @@ func (b *cudaBackend) sums() (bufs []cuda.Buffer, lens []int) {
 		nw := l.in * l.out
 		bufs = append(bufs, l.acc.Sub(0, nw*8), l.acc.Sub(nw*8, l.out*8))
 		lens = append(lens, nw, l.out)
+	}
+	for _, o := range b.others {
+		bufs = append(bufs, o.acc)
+		lens = append(lens, o.n)
 	}
 	return bufs, lens
 }
@@ -541,6 +523,11 @@ func (b *cudaBackend) apply(expected float64, u update) error {
 			return err
 		}
 	}
+	for _, o := range b.others {
+		if err := firstErr(d.RoundScale(o.g, o.g, o.acc, o.n, 0, inv), d.FlagNonFinite(b.flag, o.g, o.n)); err != nil {
+			return err
+		}
+	}
 	if err := cuda.Download(d, b.hFlag, b.flag); err != nil {
 		return err
 	}
@@ -548,25 +535,31 @@ func (b *cudaBackend) apply(expected float64, u update) error {
 		return fmt.Errorf("engine: %w: non-finite clipped gradient on the device", ErrDiverged)
 	}
 	lr, wd := float32(u.lr), float32(u.wd)
+	type tensorBufs struct {
+		w, g, m, v cuda.Buffer
+		n          int
+	}
+	var all []tensorBufs
 	for _, l := range b.layers {
-		for _, q := range []struct {
-			w, g, m, v cuda.Buffer
-			n          int
-		}{{l.w, l.gw, l.mw, l.vw, l.in * l.out}, {l.b, l.gb, l.mb, l.vb, l.out}} {
-			var err error
-			switch u.kind {
-			case updateSGD:
-				err = d.SGDUpdate(q.w, cuda.Buffer{}, q.g, q.n, lr, wd, 0)
-			case updateMomentum:
-				err = d.SGDUpdate(q.w, q.m, q.g, q.n, lr, wd, float32(u.mu))
-			case updateAdam:
-				err = d.AdamUpdate(q.w, q.m, q.v, q.g, q.n, u.beta1, u.beta2, lr, float32(u.eps), wd)
-			default:
-				err = fmt.Errorf("engine: cuda backend: update kind %d", u.kind)
-			}
-			if err != nil {
-				return err
-			}
+		all = append(all, tensorBufs{l.w, l.gw, l.mw, l.vw, l.in * l.out}, tensorBufs{l.b, l.gb, l.mb, l.vb, l.out})
+	}
+	for _, o := range b.others {
+		all = append(all, tensorBufs{o.w, o.g, o.m, o.v, o.n})
+	}
+	for _, q := range all {
+		var err error
+		switch u.kind {
+		case updateSGD:
+			err = d.SGDUpdate(q.w, cuda.Buffer{}, q.g, q.n, lr, wd, 0)
+		case updateMomentum:
+			err = d.SGDUpdate(q.w, q.m, q.g, q.n, lr, wd, float32(u.mu))
+		case updateAdam:
+			err = d.AdamUpdate(q.w, q.m, q.v, q.g, q.n, u.beta1, u.beta2, lr, float32(u.eps), wd)
+		default:
+			err = fmt.Errorf("engine: cuda backend: update kind %d", u.kind)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -581,6 +574,11 @@ func (b *cudaBackend) paramsFinite() (bool, error) {
 	}
 	for _, l := range b.layers {
 		if err := firstErr(d.FlagNonFinite(b.flag, l.w, l.in*l.out), d.FlagNonFinite(b.flag, l.b, l.out)); err != nil {
+			return false, err
+		}
+	}
+	for _, o := range b.others {
+		if err := d.FlagNonFinite(b.flag, o.w, o.n); err != nil {
 			return false, err
 		}
 	}
@@ -600,6 +598,13 @@ func (b *cudaBackend) gradients() ([][]float32, error) {
 			return nil, err
 		}
 		out = append(out, w, g)
+	}
+	for _, o := range b.others {
+		g := make([]float32, o.n)
+		if err := cuda.Download(b.d, g, o.g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
 	}
 	return out, nil
 }

@@ -59,5 +59,28 @@ func (b *cudaBackend) transfer(up, moments bool) error {
 			}
 		}
 	}
+	nl := 2 * len(b.layers)
+	for k, o := range b.others {
+		w, ok := b.params.List[nl+k].Value.Data().([]float32)
+		if !ok || len(w) != o.n {
+			return fmt.Errorf("parameter %d does not match the model", nl+k)
+		}
+		if err := move(w, o.w); err != nil {
+			return err
+		}
+		if !moments {
+			continue
+		}
+		if b.opt.m != nil {
+			if err := move(b.opt.m[nl+k], o.m); err != nil {
+				return err
+			}
+		}
+		if b.opt.v != nil {
+			if err := move(b.opt.v[nl+k], o.v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }

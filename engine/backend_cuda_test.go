@@ -221,89 +221,113 @@ func TestDeviceStepEqualsCPU(t *testing.T) {
 		{"mlp-relu", nn.MLP(dense.Shape, dense.Classes, []int{9, 7}, nn.ReLU), dense},
 		{"cnn-tanh", nn.CNN(cnnData.Shape, cnnData.Classes, []int{6}, nn.Tanh), cnnData},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cpu, gpu := stepPair(t, tc.arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, tc.train)
-			cb, gb := cpu.be.(*cpuBackend[float32]), gpu.be.(*cudaBackend)
-			idx := make([]int, 13)
-			for i := range idx {
-				idx[i] = (5 + 17*i) % tc.train.N
-			}
-			clip := kernels.ClipBound[float32](cpu.cfg.Clip)
-			sc, err := cb.clippedSum(tc.train, idx, clip)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sg, err := gb.clippedSum(tc.train, idx, clip)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sc.NonFinite != 1 || sg.NonFinite != 1 || sc.Clipped != sg.Clipped || sc.Clipped < 2 {
-				t.Fatalf("stats: CPU %+v, device %+v (want one non-finite example and some clipped)", sc, sg)
-			}
-			for i, w := range cb.reps[0].norm2[:len(idx)] {
-				g := gb.hNorm[i]
-				if math.IsInf(w, 0) || math.IsNaN(w) {
-					if !math.IsInf(g, 0) && !math.IsNaN(g) {
-						t.Fatalf("norm² %d: device %v, CPU %v", i, g, w)
-					}
-					continue
+		stepEqualsCPU(t, tc.name, tc.arch, tc.train, 1e-2, 1)
+	}
+}
+
+// stepEqualsCPU runs TestDeviceStepEqualsCPU's checks for arch on train (example 5 made
+// non-finite by the caller, nonFinite of the batch's examples then have a non-finite gradient)
+// as subtest name, the clipped sums within 1e-5 relative to max(|v|, floor·max|v|).
+func stepEqualsCPU(t *testing.T, name string, arch nn.Arch, train *datasets.Dataset, floor float64, nonFinite int) {
+	t.Run(name, func(t *testing.T) {
+		cpu, gpu := stepPair(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, train)
+		cb, gb := cpu.be.(*cpuBackend[float32]), gpu.be.(*cudaBackend)
+		// The non-GEMM parameters (a normalization's γ and β) moved off their initial ones
+		// and zeros on both sides, so that a step that forgets one of them differs.
+		shapes, err := arch.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range cpu.params.List[2*len(shapes):] {
+			for _, r := range []*run[float32]{cpu, gpu} {
+				v := r.params.List[2*len(shapes)+k].Value.Data().([]float32)
+				for j := range v {
+					v[j] = float32(0.6 + 0.15*float64((j+k)%5))
 				}
-				if math.Abs(g-w) > 1e-5*w {
+			}
+		}
+		if err := gb.push(); err != nil {
+			t.Fatal(err)
+		}
+		idx := make([]int, 13)
+		for i := range idx {
+			idx[i] = (5 + 17*i) % train.N
+		}
+		clip := kernels.ClipBound[float32](cpu.cfg.Clip)
+		sc, err := cb.clippedSum(train, idx, clip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sg, err := gb.clippedSum(train, idx, clip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.NonFinite != nonFinite || sg.NonFinite != nonFinite || sc.Clipped != sg.Clipped || sc.Clipped < 2 {
+			t.Fatalf("stats: CPU %+v, device %+v (want %d non-finite examples and some clipped)", sc, sg, nonFinite)
+		}
+		for i, w := range cb.reps[0].norm2[:len(idx)] {
+			g := gb.hNorm[i]
+			if math.IsInf(w, 0) || math.IsNaN(w) {
+				if !math.IsInf(g, 0) && !math.IsNaN(g) {
 					t.Fatalf("norm² %d: device %v, CPU %v", i, g, w)
 				}
+				continue
 			}
-			bufs, lens := gb.sums()
-			for p, want := range cb.sums {
-				got := make([]float64, lens[p])
-				if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
-					t.Fatal(err)
-				}
-				scale := 0.0
-				for _, w := range want {
-					scale = max(scale, math.Abs(w))
-				}
-				for j, w := range want {
-					if math.Abs(got[j]-w) > 1e-5*max(math.Abs(w), 1e-2*scale) {
-						t.Fatalf("clipped sum %d[%d]: device %v, CPU %v", p, j, got[j], w)
-					}
-				}
-				// The same float64 sums on both sides for the noise.
-				if err := cuda.Upload(gb.d, bufs[p], want); err != nil {
-					t.Fatal(err)
-				}
+			if math.Abs(g-w) > 1e-5*w {
+				t.Fatalf("norm² %d: device %v, CPU %v", i, g, w)
 			}
-			key := kernels.NoiseKey{Seed: 31, Step: 4}
-			if err := firstErr(cb.addGaussian(0.7, key), gb.addGaussian(0.7, key), cb.addBall(0.3, key), gb.addBall(0.3, key)); err != nil {
+		}
+		bufs, lens := gb.sums()
+		for p, want := range cb.sums {
+			got := make([]float64, lens[p])
+			if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
 				t.Fatal(err)
 			}
-			for p, want := range cb.sums {
-				got := make([]float64, lens[p])
-				if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
-					t.Fatal(err)
-				}
-				for j, w := range want {
-					if math.Float64bits(got[j]) != math.Float64bits(w) {
-						t.Fatalf("noisy sum %d[%d]: device %v, CPU %v (want the same bits)", p, j, got[j], w)
-					}
+			scale := 0.0
+			for _, w := range want {
+				scale = max(scale, math.Abs(w))
+			}
+			for j, w := range want {
+				if math.Abs(got[j]-w) > 1e-5*max(math.Abs(w), floor*scale) {
+					t.Fatalf("clipped sum %d[%d]: device %v, CPU %v", p, j, got[j], w)
 				}
 			}
-			u := cpu.opt.kind.update(&cpu.opt.cfg, 1, 0.1)
-			if err := firstErr(cb.apply(20, u), gb.apply(20, u)); err != nil {
+			// The same float64 sums on both sides for the noise.
+			if err := cuda.Upload(gb.d, bufs[p], want); err != nil {
 				t.Fatal(err)
 			}
-			g, err := gb.gradients()
-			if err != nil {
+		}
+		key := kernels.NoiseKey{Seed: 31, Step: 4}
+		if err := firstErr(cb.addGaussian(0.7, key), gb.addGaussian(0.7, key), cb.addBall(0.3, key), gb.addBall(0.3, key)); err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range cb.sums {
+			got := make([]float64, lens[p])
+			if err := cuda.Download(gb.d, got, bufs[p]); err != nil {
 				t.Fatal(err)
 			}
-			for p, want := range cb.grads {
-				for j, w := range want {
-					if math.Float32bits(g[p][j]) != math.Float32bits(w) {
-						t.Fatalf("gradient %d[%d]: device %v, CPU %v (want the same bits)", p, j, g[p][j], w)
-					}
+			for j, w := range want {
+				if math.Float64bits(got[j]) != math.Float64bits(w) {
+					t.Fatalf("noisy sum %d[%d]: device %v, CPU %v (want the same bits)", p, j, got[j], w)
 				}
 			}
-		})
-	}
+		}
+		u := cpu.opt.kind.update(&cpu.opt.cfg, 1, 0.1)
+		if err := firstErr(cb.apply(20, u), gb.apply(20, u)); err != nil {
+			t.Fatal(err)
+		}
+		g, err := gb.gradients()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range cb.grads {
+			for j, w := range want {
+				if math.Float32bits(g[p][j]) != math.Float32bits(w) {
+					t.Fatalf("gradient %d[%d]: device %v, CPU %v (want the same bits)", p, j, g[p][j], w)
+				}
+			}
+		}
+	})
 }
 
 // TestDeviceBF16 runs the step with --precision bf16 (bf16 GEMMs with float32 accumulation

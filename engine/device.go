@@ -38,22 +38,30 @@ const (
 var ErrDeviceUnavailable = errors.New("engine: the CUDA device cannot take this run")
 
 // CUDASupport returns nil when the CUDA backend runs cfg's configuration, else why not: it
-// runs float32 models — logreg, MLP and convolutional models (nn.Arch.Conv: convolutions with
-// optional max pooling, in engine/nn's row layout) — with Gaussian or ball noise from the
-// seeded stream, any optimizer, schedule and moving average; float64 and secure noise run on
-// the CPU only. It does not look for a device.
+// runs float32 models — the presets (logreg, mlp, cnn) and layer stacks (--model FILE,
+// docs/models.md) of dense and conv2d layers (the GEMM rule: dense ghost norms, a
+// convolution's materialized per-example gradients), layernorm and groupnorm (the
+// normalization rule: each example's γ and β gradients materialized), an embedding first (the
+// sparse rule: each example's rows grouped by id), maxpool and avgpool (any kernel and
+// stride), flatten, tanh, relu, gelu, tempered_sigmoid and residual blocks of these, in
+// engine/nn's layouts — with Gaussian or ball noise from the seeded stream, any optimizer,
+// schedule and moving average. A stack with a layer the backend does not know (one added to the
+// layer library later) is refused naming its first such layer ("layer 3 (dropout) runs on the
+// CPU only"; a layer in a residual block's body is named by the block's index, then its own:
+// "2.1"); float64 and secure noise run on the CPU only. It does not look for a device.
 func CUDASupport(cfg *Config) error {
 	switch {
 	case cfg.Dtype == tensor.Float64:
 		return errors.New("float64 runs on the CPU only (the CUDA backend computes in float32)")
-	case !cfg.Arch.OnlyGEMM():
-		return errors.New("the CUDA backend runs the preset models only (logreg, mlp, cnn: GEMM-rule layers); a layer-stack model (--model FILE) runs on the CPU")
 	case cfg.UserLevel:
 		return errors.New("user-level runs (Config.UserLevel, --user-column) clip each user's summed gradient on the CPU only")
 	case cfg.augmenting():
 		return errors.New("augmented runs (Config.AugMult, Config.Augment, --augmult) clip each example's mean over its views on the CPU only")
 	case cfg.Secure && !cfg.NonPrivate:
 		return errors.New("secure noise (Config.Secure, --secure) is drawn on the CPU only (the CUDA kernels draw the seeded Philox stream)")
+	}
+	if _, _, err := planCUDA(cfg.Arch); err != nil {
+		return err
 	}
 	return nil
 }

@@ -321,7 +321,7 @@ func TestDeviceAutoFallback(t *testing.T) {
 			t.Fatalf("%s forced: err %v, result %v; want ErrDeviceUnavailable naming %q and no result", tc.name, err, res, tc.why)
 		}
 	}
-	cnn := Config{Arch: nn.CNN([]int{1, 6, 6}, 3, []int{4}, nn.ReLU)}
+	cnn := Config{Arch: nn.CNN([]int{1, 28, 28}, 3, []int{4}, nn.ReLU)}
 	if err := CUDASupport(&cnn); err != nil {
 		t.Fatalf("CUDASupport(cnn float32) = %v", err)
 	}

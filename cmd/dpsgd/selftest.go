@@ -20,8 +20,8 @@ import (
 )
 
 const selftestHeader = `dpsgd selftest: say which PTX the device loaded (embedded, or --ptx FILE) and check every
-CUDA kernel against the CPU backend on random inputs (dense and convolution layers: float32 within 1e-5
-relative, data movements bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
+CUDA kernel against the CPU backend on random inputs (dense and convolution layers, GELU and the tempered
+sigmoid: float32 within 1e-5 relative; data movements, pooling, residual sums, group normalization and the embedding lookup bit for bit; noise: the CPU's stream bit for bit, then mean/std/kurtosis over
 --draws normals), then benchmark the clip+noise part of a step (bytes counted, CUDA events) against the
 device's copy bandwidth measured in the same run, noise
 generation and the DP step against the non-private step on the device.
@@ -344,7 +344,211 @@ func selftestKernels(d *cuda.Device) ([]selftestCheck, error) {
 		add(name, selftestMaxRel(got, want), 1e-5)
 	}
 	conv, err := selftestConv(d, rng, alloc)
-	return append(out, conv...), err
+	if err != nil {
+		return nil, err
+	}
+	stack, err := selftestStack(d, rng, alloc)
+	return append(append(out, conv...), stack...), err
+}
+
+// selftestStack checks the kernels of the layer stacks' layers beyond the presets': GELU and
+// the tempered sigmoid and their derivatives against their closed forms in float64 (engine/nn's
+// definitions, x·Φ(x) = x·½·erfc(−x/√2) and scale·σ(temp·x) − offset) within 1e-5 relative;
+// average pooling (a 3×3 window at stride 2 on 2×9×9 inputs) and its gradient, the residual
+// sum, a group normalization both ways and an embedding lookup, against engine/nn's operations
+// in its order, bit for bit; and the embedding's per-example norms (rows grouped by id) within
+// 1e-12.
+func selftestStack(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, error)) ([]selftestCheck, error) {
+	var out []selftestCheck
+	up := func(x []float32) (cuda.Buffer, error) {
+		buf, err := alloc(max(len(x), 1) * 4)
+		if err == nil {
+			err = cuda.Upload(d, buf, x)
+		}
+		return buf, err
+	}
+	const n = 1 << 14
+	x := selftestF32(rng, n)
+	for i := range x {
+		x[i] *= 3
+	}
+	e := selftestF32(rng, n)
+	sigmoid := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
+	for _, c := range []struct {
+		name  string
+		fn    cuda.PointFn
+		f, df func(float64) float64
+	}{
+		{"gelu", cuda.PointFn{Fn: cuda.PointGELU}, func(v float64) float64 { return v * 0.5 * math.Erfc(-v/math.Sqrt2) },
+			func(v float64) float64 { return 0.5*math.Erfc(-v/math.Sqrt2) + v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi) }},
+		{"tempered_sigmoid", cuda.PointFn{Fn: cuda.PointTemperedSigmoid, Scale: 2, Temp: 2, Offset: 1}, func(v float64) float64 { return 2*sigmoid(2*v) - 1 },
+			func(v float64) float64 { s := sigmoid(2 * v); return 4 * s * (1 - s) }},
+	} {
+		X, err := up(x)
+		if err != nil {
+			return nil, err
+		}
+		Y, err := alloc(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		E, err := up(e)
+		if err != nil {
+			return nil, err
+		}
+		y, ge := make([]float32, n), make([]float32, n)
+		if err := errors.Join(d.Point(Y, X, n, c.fn), d.PointBackward(E, X, n, c.fn), cuda.Download(d, y, Y), cuda.Download(d, ge, E)); err != nil {
+			return nil, err
+		}
+		wy, we := make([]float32, n), make([]float32, n)
+		for i, v := range x {
+			wy[i] = float32(c.f(float64(v)))
+			we[i] = e[i] * float32(c.df(float64(v)))
+		}
+		for _, r := range []struct {
+			name      string
+			got, want []float32
+		}{{c.name, y, wy}, {c.name + " backward", ge, we}} {
+			m := selftestMaxRel(r.got, r.want)
+			out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(m), Tol: 1e-5, OK: m <= 1e-5})
+		}
+	}
+	const b = 4
+	w := cuda.Window{C: 2, H: 9, W: 9, K: 3, S: 2}
+	oh, ow := w.Out()
+	px, dy := selftestF32(rng, b*w.H*w.W*w.C), selftestF32(rng, b*oh*ow*w.C)
+	wantY, wantDx := make([]float32, len(dy)), make([]float32, len(px))
+	inv := 1 / float32(w.K*w.K)
+	for i := range b {
+		for oy := range oh {
+			for ox := range ow {
+				for ch := range w.C {
+					o := ((i*oh+oy)*ow+ox)*w.C + ch
+					var acc float32
+					for ky := range w.K {
+						for kx := range w.K {
+							at := ((i*w.H+oy*w.S+ky)*w.W+ox*w.S+kx)*w.C + ch
+							acc += px[at]
+							v := dy[o] * inv
+							wantDx[at] += v
+						}
+					}
+					wantY[o] = acc * inv
+				}
+			}
+		}
+	}
+	PX, err := up(px)
+	if err != nil {
+		return nil, err
+	}
+	DY, err := up(dy)
+	if err != nil {
+		return nil, err
+	}
+	PY, err := alloc(len(dy) * 4)
+	if err != nil {
+		return nil, err
+	}
+	DX, err := alloc(len(px) * 4)
+	if err != nil {
+		return nil, err
+	}
+	gy, gdx := make([]float32, len(dy)), make([]float32, len(px))
+	if err := errors.Join(d.AvgPool(PY, PX, b, w), d.AvgPoolBackward(DX, DY, b, w), cuda.Download(d, gy, PY), cuda.Download(d, gdx, DX)); err != nil {
+		return nil, err
+	}
+	sum := make([]float32, len(px))
+	for i := range px {
+		sum[i] = px[i] + wantDx[i]
+	}
+	gs := make([]float32, len(px))
+	if err := errors.Join(d.AddF32(DX, PX, DX, len(px)), cuda.Download(d, gs, DX)); err != nil {
+		return nil, err
+	}
+	// A group normalization of 4 groups on 4 examples of 9 positions × 8 channels, both ways,
+	// against engine/nn's normOp operations in float64, in its order.
+	const np, nc, ng = 9, 8, 4
+	nx, ngx := selftestF32(rng, b*np*nc), selftestF32(rng, b*np*nc)
+	wantN, wantNB := selftestNormRef(nx, nil, b, np, nc, ng), selftestNormRef(nx, ngx, b, np, nc, ng)
+	NX, err := up(nx)
+	if err != nil {
+		return nil, err
+	}
+	NGX, err := up(ngx)
+	if err != nil {
+		return nil, err
+	}
+	NO, err := alloc(len(nx) * 4)
+	if err != nil {
+		return nil, err
+	}
+	gn, gnb := make([]float32, len(nx)), make([]float32, len(nx))
+	if err := errors.Join(d.Norm(NO, NX, b, np, nc, ng), cuda.Download(d, gn, NO), d.NormBackward(NO, NX, NGX, b, np, nc, ng), cuda.Download(d, gnb, NO)); err != nil {
+		return nil, err
+	}
+	// An embedding of 4 examples of 8 ids (some repeated, some invalid) into a 5×6 table: the
+	// lookup bit for bit, each example's norm of its rows grouped by id within 1e-12.
+	const el, ev, ed = 8, 5, 6
+	ex := make([]float32, b*el)
+	for i := range ex {
+		ex[i] = float32(rng.IntN(ev+1)) - 0.5*float32(i%11/10) // ev and x.5: invalid
+	}
+	et, ee := selftestF32(rng, ev*ed), selftestF32(rng, b*el*ed)
+	wantE, wantEN := make([]float32, b*el*ed), make([]float64, b)
+	for i := range b {
+		rows := make([]float64, ev*ed)
+		for q := i * el; q < (i+1)*el; q++ {
+			v := float64(ex[q])
+			if !(v >= 0 && v < ev) || v != math.Trunc(v) {
+				continue
+			}
+			id := int(v)
+			copy(wantE[q*ed:(q+1)*ed], et[id*ed:(id+1)*ed])
+			for k := range ed {
+				rows[id*ed+k] += float64(ee[q*ed+k])
+			}
+		}
+		for _, r := range rows {
+			wantEN[i] += r * r
+		}
+	}
+	EX, err := up(ex)
+	if err != nil {
+		return nil, err
+	}
+	ET, err := up(et)
+	if err != nil {
+		return nil, err
+	}
+	EE, err := up(ee)
+	if err != nil {
+		return nil, err
+	}
+	EO, err := alloc(len(wantE) * 4)
+	if err != nil {
+		return nil, err
+	}
+	EN, err := alloc(b * 8)
+	if err != nil {
+		return nil, err
+	}
+	gotE, gotEN := make([]float32, len(wantE)), make([]float64, b)
+	if err := errors.Join(d.Embed(EO, EX, ET, b, el, ev, ed), d.Zero(EN, b*8), d.EmbedNorms(EN, EX, EE, b, el, ev, ed),
+		cuda.Download(d, gotE, EO), cuda.Download(d, gotEN, EN)); err != nil {
+		return nil, err
+	}
+	en := selftestMaxRel64(gotEN, wantEN)
+	out = append(out, selftestCheck{Kernel: "embedding norms (grouped by id)", MaxErr: num(en), Tol: 1e-12, OK: en <= 1e-12})
+	for _, r := range []struct {
+		name      string
+		got, want []float32
+	}{{"embedding (bit-exact)", gotE, wantE}, {"avgpool (bit-exact)", gy, wantY}, {"avgpool backward (bit-exact)", gdx, wantDx}, {"residual sum add_f32 (bit-exact)", gs, sum},
+		{"groupnorm (bit-exact)", gn, wantN}, {"groupnorm backward (bit-exact)", gnb, wantNB}} {
+		miss := selftestMismatches(r.got, r.want)
+		out = append(out, selftestCheck{Kernel: r.name, MaxErr: num(selftestMaxRel(r.got, r.want)), Mismatches: &miss, OK: miss == 0})
+	}
+	return out, nil
 }
 
 // selftestConv checks the convolution kernels on the MNIST CNN's two layers (engine/nn's
@@ -535,6 +739,57 @@ func selftestConv(d *cuda.Device, rng *rand.Rand, alloc func(int) (cuda.Buffer, 
 		exact(name+" maxpool backward (bit-exact)", got, dz)
 	}
 	return out, nil
+}
+
+// selftestNormRef is engine/nn's normOp on b examples of p rows × c channels in groups: the
+// normalization, or with gx (∂L/∂x̂) its gradient, in float64 in its order.
+func selftestNormRef(x, gx []float32, b, p, c, groups int) []float32 {
+	out := make([]float32, len(x))
+	per, cg := p*c, c/groups
+	m := float64(p * cg)
+	for i := range b {
+		xi, oi := x[i*per:(i+1)*per], out[i*per:(i+1)*per]
+		for grp := range groups {
+			lo, hi := grp*cg, (grp+1)*cg
+			var mu, v2 float64
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					mu += float64(v)
+				}
+			}
+			mu /= m
+			for r := range p {
+				for _, v := range xi[r*c+lo : r*c+hi] {
+					d := float64(v) - mu
+					v2 += d * d
+				}
+			}
+			inv := 1 / math.Sqrt(v2/m+1e-5)
+			var sg, sgx float64
+			if gx != nil {
+				for r := range p {
+					for j := lo; j < hi; j++ {
+						gv := float64(gx[i*per+r*c+j])
+						sg += gv
+						sgx += gv * (float64(xi[r*c+j]) - mu) * inv
+					}
+				}
+				sg /= m
+				sgx /= m
+			}
+			for r := range p {
+				for j := lo; j < hi; j++ {
+					xh := (float64(xi[r*c+j]) - mu) * inv
+					if gx == nil {
+						oi[r*c+j] = float32(xh)
+					} else {
+						oi[r*c+j] = float32((float64(gx[i*per+r*c+j]) - sg - xh*sgx) * inv)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // selftestMoments draws `draws` standard normals on the device (FillGaussian, chunks of 2²²)

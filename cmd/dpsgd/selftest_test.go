@@ -82,7 +82,8 @@ func TestSelftestFake(t *testing.T) {
 	// Every convolution kernel of the MNIST CNN's two layers is checked: im2col (images,
 	// then row layout), col2im, max pooling both ways, the per-example gradients and Σcᵢ·Ĝᵢ.
 	for _, k := range []string{"conv1 im2col", "conv1 maxpool", "conv1 maxpool backward", "conv1 clipped sum Σcᵢ·Ĝᵢ",
-		"conv2 im2col", "conv2 col2im", "conv2 maxpool", "conv2 maxpool backward", "conv2 clipped sum Σcᵢ·Ĝᵢ"} {
+		"conv2 im2col", "conv2 col2im", "conv2 maxpool", "conv2 maxpool backward", "conv2 clipped sum Σcᵢ·Ĝᵢ",
+		"avgpool", "avgpool backward", "residual sum add_f32", "groupnorm", "groupnorm backward", "embedding"} {
 		if !exact[k+" (bit-exact)"] {
 			t.Fatalf("no bit-exact check %q among %v", k, exact)
 		}
@@ -93,6 +94,18 @@ func TestSelftestFake(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no check of the strided-batched per-example gradients")
+	}
+	// The layer stacks' functions, both ways.
+	for k, tol := range map[string]float64{"gelu": 1e-5, "gelu backward": 1e-5, "tempered_sigmoid": 1e-5, "tempered_sigmoid backward": 1e-5,
+		"embedding norms (grouped by id)": 1e-12} {
+		found := false
+		for _, c := range checks {
+			c := c.(map[string]any)
+			found = found || c["kernel"] == k && c["tolerance"] == tol
+		}
+		if !found {
+			t.Fatalf("no check %q", k)
+		}
 	}
 	for _, k := range []string{"clip_noise_gb_per_s", "noise_gsamples_per_s", "dp_over_nonprivate", "copy_gb_per_s", "clip_noise_over_copy"} {
 		if v, ok := m[k].(float64); !ok || !(v > 0) {

@@ -418,3 +418,64 @@ func TestTrainDeviceCNN(t *testing.T) {
 		t.Error("--device auto and cuda: different parameters (the device runs are deterministic)")
 	}
 }
+
+// TestTrainDeviceStack: `dpsgd train --model FILE` with a layer stack of the layers the device
+// runs (conv2d, groupnorm, gelu, avgpool, a residual block of a convolution and a tempered sigmoid,
+// maxpool, flatten, dense) trains on the fake GPU with --device cuda, and --device auto picks
+// the GPU for it (no line saying otherwise); both give the --device cpu run's steps, ε and
+// ledger exactly, and its final parameters (checkpoints) within 2e-6·(1 + |w|).
+func TestTrainDeviceStack(t *testing.T) {
+	selftestFake(t)
+	dir := deviceMNISTDir(t, 240, 100)
+	file := filepath.Join(t.TempDir(), "stack.json")
+	if err := os.WriteFile(file, []byte(`{"layers": [{"type": "conv2d", "filters": 4, "kernel": 5, "stride": 2, "pad": 1}, {"type": "groupnorm", "groups": 2}, {"type": "gelu"},
+		{"type": "avgpool", "kernel": 2}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "tempered_sigmoid"}]},
+		{"type": "maxpool", "kernel": 2, "stride": 1}, {"type": "flatten"}, {"type": "dense", "units": 10}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckDir := t.TempDir()
+	res := map[string]map[string]any{}
+	for _, dev := range []string{"cpu", "cuda", "auto"} {
+		code, out, errOut := runCmd(t, "train", "--dataset", "mnist", "--data-dir", dir, "--model", file, "--epochs", "1",
+			"--batch-size", "60", "--physical-batch", "32", "--sigma", "1.2", "--seed", "1", "--quiet", "--json", "--allow-chance",
+			"--device", dev, "--checkpoint", filepath.Join(ckDir, dev+".ckpt"))
+		if code != 0 {
+			t.Fatalf("--device %s: exit %d: %s", dev, code, errOut)
+		}
+		if strings.Contains(errOut, "running on the CPU") {
+			t.Fatalf("--device %s: %q", dev, errOut)
+		}
+		res[dev] = lastJSON(t, out)
+	}
+	cpuCk, err := checkpoint.Load(filepath.Join(ckDir, "cpu.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"cuda", "auto"} {
+		if res[dev]["device"] != "cuda" {
+			t.Fatalf("--device %s: device %v", dev, res[dev]["device"])
+		}
+		for _, k := range []string{"epsilon", "steps", "sigma", "guarantee", "epochs_run", "ledger"} {
+			if !reflect.DeepEqual(res["cpu"][k], res[dev][k]) {
+				t.Errorf("--device %s: %s %v, cpu %v", dev, k, res[dev][k], res["cpu"][k])
+			}
+		}
+		ck, err := checkpoint.Load(filepath.Join(ckDir, dev+".ckpt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ck.Params) != len(cpuCk.Params) {
+			t.Fatalf("--device %s: %d parameter tensors, cpu %d", dev, len(ck.Params), len(cpuCk.Params))
+		}
+		for i := range cpuCk.Params {
+			for j, w := range cpuCk.Params[i] {
+				if d := math.Abs(ck.Params[i][j]-w) / (1 + math.Abs(w)); !(d <= 2e-6) {
+					t.Fatalf("--device %s: parameter %d[%d]: %v, cpu %v", dev, i, j, ck.Params[i][j], w)
+				}
+			}
+		}
+	}
+	if res["cuda"]["params_digest"] == res["cpu"]["params_digest"] {
+		t.Error("cuda and cpu parameters are bit-identical: the device did not run")
+	}
+}

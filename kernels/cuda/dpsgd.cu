@@ -750,3 +750,301 @@ KERNEL void adam_f32(float* w, float* m, float* v, const float* g, i64 n, float 
 		w[k] -= num / (sv + eps);
 	}
 }
+
+/* ---------------- layers of the stacks (engine/nn's layer library) ---------------- */
+
+/* e^x for any x: exp_neg, or its reciprocal for x > 0 (+Inf above ~708); NaN stays NaN. */
+DEVFN double exp_any(double x) {
+	if (x != x) return x;
+	if (x <= 0) return exp_neg(x);
+	return 1 / exp_neg(-x);
+}
+
+/* erfc(x) in double: the algorithm of Go's math.Erfc (FreeBSD's s_erf.c) operation by
+   operation, with exp_any for its exponentials (which differ from math.Exp by an ulp or so). */
+DEVFN double erfc_d(double x) {
+	if (x != x) return x;
+	if (x - x != 0) return x > 0 ? 0.0 : 2.0;
+	int sign = 0;
+	if (x < 0) { x = -x; sign = 1; }
+	if (x < 0.84375) {
+		double temp;
+		if (x < 1.0 / 72057594037927936.0) { /* 2⁻⁵⁶ */
+			temp = x;
+		} else {
+			double z = x * x;
+			double r = 1.28379167095512558561e-01 + z * (-3.25042107247001499370e-01 + z * (-2.84817495755985104766e-02 + z * (-5.77027029648944159157e-03 + z * -2.37630166566501626084e-05)));
+			double s = 1 + z * (3.97917223959155352819e-01 + z * (6.50222499887672944485e-02 + z * (5.08130628187576562776e-03 + z * (1.32494738004321644526e-04 + z * -3.96022827877536812320e-06))));
+			double y = r / s;
+			if (x < 0.25) temp = x + x * y;
+			else temp = 0.5 + (x * y + (x - 0.5));
+		}
+		return sign ? 1 + temp : 1 - temp;
+	}
+	if (x < 1.25) {
+		double s = x - 1;
+		double P = -2.36211856075265944077e-03 + s * (4.14856118683748331666e-01 + s * (-3.72207876035701323847e-01 + s * (3.18346619901161753674e-01 + s * (-1.10894694282396677476e-01 + s * (3.54783043256182359371e-02 + s * -2.16637559486879084300e-03)))));
+		double Q = 1 + s * (1.06420880400844228286e-01 + s * (5.40397917702171048937e-01 + s * (7.18286544141962662868e-02 + s * (1.26171219808761642112e-01 + s * (1.36370839120290507362e-02 + s * 1.19844998467991074170e-02)))));
+		return sign ? 1 + 8.45062911510467529297e-01 + P / Q : 1 - 8.45062911510467529297e-01 - P / Q;
+	}
+	if (x < 28) {
+		double s = 1 / (x * x), R, S;
+		if (x < 1 / 0.35) {
+			R = -9.86494403484714822705e-03 + s * (-6.93858572707181764372e-01 + s * (-1.05586262253232909814e+01 + s * (-6.23753324503260060396e+01 + s * (-1.62396669462573470355e+02 + s * (-1.84605092906711035994e+02 + s * (-8.12874355063065934246e+01 + s * -9.81432934416914548592e+00))))));
+			S = 1 + s * (1.96512716674392571292e+01 + s * (1.37657754143519042600e+02 + s * (4.34565877475229228821e+02 + s * (6.45387271733267880336e+02 + s * (4.29008140027567833386e+02 + s * (1.08635005541779435134e+02 + s * (6.57024977031928170135e+00 + s * -6.04244152148580987438e-02)))))));
+		} else {
+			if (sign && x > 6) return 2;
+			R = -9.86494292470009928597e-03 + s * (-7.99283237680523006574e-01 + s * (-1.77579549177547519889e+01 + s * (-1.60636384855821916062e+02 + s * (-6.37566443368389627722e+02 + s * (-1.02509513161107724954e+03 + s * -4.83519191608651397019e+02)))));
+			S = 1 + s * (3.03380607434824582924e+01 + s * (3.25792512996573918826e+02 + s * (1.53672958608443695994e+03 + s * (3.19985821950859553908e+03 + s * (2.55305040643316442583e+03 + s * (4.74528541206955367215e+02 + s * -2.24409524465858183362e+01))))));
+		}
+		double z = u2d(d2u(x) & 0xffffffff00000000ULL);
+		double r = exp_any(-z * z - 0.5625) * exp_any((z - x) * (z + x) + R / S);
+		return sign ? 2 - r / x : r / x;
+	}
+	return sign ? 2.0 : 0.0;
+}
+
+/* A pointwise function of engine/nn's pointOp, in double, and its derivative:
+   fn = 0: GELU, x·Φ(x) = x·0.5·erfc(−x/√2); fn = 1: the tempered sigmoid
+   scale·σ(temp·x) − offset. */
+DEVFN double point_f(int fn, double x, double scale, double temp, double offset) {
+	if (fn == 0) return x * 0.5 * erfc_d(-x / 1.41421356237309504880);
+	return scale / (1 + exp_any(-temp * x)) - offset;
+}
+
+DEVFN double point_df(int fn, double x, double scale, double temp, double offset) {
+	if (fn == 0) return 0.5 * erfc_d(-x / 1.41421356237309504880) + x * exp_any(-x * x / 2) / 2.50662827463100050242;
+	double s = 1 / (1 + exp_any(-temp * x));
+	return scale * temp * s * (1 - s);
+}
+
+/* out[k] = float(f(double(x[k]))) (engine/nn pointApply). */
+KERNEL void point_f32(float* out, const float* x, i64 n, int fn, double scale, double temp, double offset) {
+	GSTRIDE_LOOP(k, n) { out[k] = (float)point_f(fn, (double)x[k], scale, temp, offset); }
+}
+
+/* e[k] = e[k]·float(f′(double(x[k]))), in place: the error at the function's output becomes
+   the error at its input (engine/nn pointApply's gradient). */
+KERNEL void point_bwd_f32(float* e, const float* x, i64 n, int fn, double scale, double temp, double offset) {
+	GSTRIDE_LOOP(k, n) { e[k] = e[k] * (float)point_df(fn, (double)x[k], scale, temp, offset); }
+}
+
+/* Average pooling in the row layout, k×k windows at stride s, no padding (engine/nn
+   avgPoolForward): the window's values summed in float from 0 in scan order, times the float
+   1/(k·k). */
+KERNEL void avgpool_f32(float* out, const float* x, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	GSTRIDE_LOOP(t, (i64)b * oh * ow * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)oh * ow), pos = r % ((i64)oh * ow);
+		i64 oy = pos / ow, ox = pos % ow;
+		const float* xi = x + i * h * w * c;
+		float acc = 0.0f;
+		for (i64 ky = 0; ky < k; ky++) {
+			for (i64 kx = 0; kx < k; kx++) acc += xi[((oy * s + ky) * w + ox * s + kx) * c + ch];
+		}
+		out[t] = acc * (1.0f / (float)(k * k));
+	}
+}
+
+/* The gradient of avgpool_f32 (engine/nn avgPoolBackward): dx at a position is the sum from 0,
+   in scan order of the windows that hold it, of dy·(1/(k·k)) each rounded to float. */
+KERNEL void avgpool_bwd_f32(float* dx, const float* dy, int b, int c, int h, int w, int k, int s, int oh, int ow) {
+	float inv = 1.0f / (float)(k * k);
+	GSTRIDE_LOOP(t, (i64)b * h * w * c) {
+		i64 ch = t % c, r = t / c;
+		i64 i = r / ((i64)h * w), pos = r % ((i64)h * w);
+		i64 y = pos / w, xx = pos % w;
+		float acc = 0.0f;
+		for (i64 oy = 0; oy < oh; oy++) {
+			if (y < oy * s || y >= oy * s + k) continue;
+			for (i64 ox = 0; ox < ow; ox++) {
+				if (xx < ox * s || xx >= ox * s + k) continue;
+				float v = dy[((i * oh + oy) * ow + ox) * c + ch] * inv;
+				acc += v;
+			}
+		}
+		dx[t] = acc;
+	}
+}
+
+/* out[k] = a[k] + b[k] (float): a residual block's output, and the error at its input (the
+   body's plus the skip's). out may be a or b. */
+KERNEL void add_f32(float* out, const float* a, const float* b, i64 n) {
+	GSTRIDE_LOOP(k, n) { out[k] = a[k] + b[k]; }
+}
+
+/* ---------------- normalization layers (engine/nn Norm: LayerNorm, GroupNorm) ---------------- */
+
+/* engine/nn normApply, one thread per example and group (b·groups), on (b·p)×c rows: μ and σ²
+   in double, summed position by position then channel by channel, inv = 1/√(σ²/m + 1e-5),
+   m = p·c/groups. Forward (diff = 0): out = float((x − μ)·inv), x̂. Backward (diff = 1): gx is
+   ∂L/∂x̂ and out = float((gx − mean(gx) − x̂·mean(gx·(x − μ)·inv))·inv), ∂L/∂x. */
+KERNEL void norm_f32(float* out, const float* x, const float* gx, int b, int p, int c, int groups, int diff) {
+	GSTRIDE_LOOP(t, (i64)b * groups) {
+		i64 i = t / groups, grp = t % groups;
+		i64 cg = c / groups, lo = grp * cg, hi = lo + cg;
+		const float* xi = x + i * p * c;
+		float* oi = out + i * p * c;
+		double m = (double)(p * cg);
+		double mu = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) mu += (double)xi[r * c + j];
+		mu /= m;
+		double v2 = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double d = (double)xi[r * c + j] - mu;
+				v2 += d * d;
+			}
+		double inv = 1 / SQRT(v2 / m + 1e-5);
+		if (!diff) {
+			for (i64 r = 0; r < p; r++)
+				for (i64 j = lo; j < hi; j++) oi[r * c + j] = (float)(((double)xi[r * c + j] - mu) * inv);
+			continue;
+		}
+		const float* gi = gx + i * p * c;
+		double sg = 0, sgx = 0;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double gv = (double)gi[r * c + j];
+				sg += gv;
+				double q = gv * ((double)xi[r * c + j] - mu);
+				sgx += q * inv;
+			}
+		sg /= m;
+		sgx /= m;
+		for (i64 r = 0; r < p; r++)
+			for (i64 j = lo; j < hi; j++) {
+				double xh = ((double)xi[r * c + j] - mu) * inv;
+				double u = (double)gi[r * c + j] - sg;
+				double w = xh * sgx;
+				oi[r * c + j] = (float)((u - w) * inv);
+			}
+	}
+}
+
+/* The affine part of a normalization on rows×c: mode 0: out = float(xh·γ) + β (two float
+   roundings, the CPU's product then bias); mode 1: out = xh·γ, xh the error at the output:
+   the error at x̂. */
+KERNEL void affine_f32(float* out, const float* xh, const float* gamma, const float* beta, i64 rows, int c, int mode) {
+	GSTRIDE_LOOP(k, rows * c) {
+		float s = xh[k] * gamma[k % c];
+		out[k] = mode == 0 ? s + beta[k % c] : s;
+	}
+}
+
+/* The materialized rule of a normalization (engine/nn normRule): example i's gradient, 2c
+   doubles at g + i·2c, is Σ_r e·x̂ (γ) then Σ_r e (β) over its p rows, in row order from 0, the
+   float products exact in double. */
+KERNEL void norm_grads_f64(double* g, const float* e, const float* xh, int b, int p, int c) {
+	GSTRIDE_LOOP(t, (i64)b * c) {
+		i64 i = t / c, j = t % c;
+		double sg = 0, sb = 0;
+		for (i64 r = i * p; r < (i + 1) * p; r++) {
+			double v = (double)e[r * c + j];
+			double q = v * (double)xh[r * c + j];
+			sg += q;
+			sb += v;
+		}
+		g[i * 2 * c + j] = sg;
+		g[i * 2 * c + c + j] = sb;
+	}
+}
+
+/* out[i] += Σ_j a[i·cols + j]² in double, j in order (the squared norms of materialized
+   per-example gradients, added into the per-example norms). */
+KERNEL void row_sqnorm_add_f64(double* out, const double* a, int rows, int cols) {
+	GSTRIDE_LOOP(i, rows) {
+		double s = 0;
+		for (i64 j = 0; j < cols; j++) {
+			double v = a[i * cols + j];
+			s += v * v;
+		}
+		out[i] += s;
+	}
+}
+
+/* coef_sum_f32 on double per-example gradients, without the float copy: acc[j] ← (0 or acc[j])
+   + Σ c[i]·g[i·n + j] over the examples with c[i] ≠ 0, in example order (engine/step.go
+   matClippedSum). */
+KERNEL void coef_sum_f64(double* acc, const double* g, const double* c, int b, int n, int first) {
+	GSTRIDE_LOOP(j, n) {
+		double s = 0;
+		for (i64 i = 0; i < b; i++) {
+			double ci = c[i];
+			if (ci == 0) continue;
+			double q = ci * g[i * n + j];
+			s += q;
+		}
+		acc[j] = (first ? 0.0 : acc[j]) + s;
+	}
+}
+
+/* ---------------- embeddings (engine/nn Embedding, the sparse rule) ---------------- */
+
+/* v as a token id of a vocabulary of n (engine/nn tokenID): an integer in [0, n), else −1
+   (NaN, ±Inf, a fraction, out of range). */
+DEVFN i64 token_id(float v, int n) {
+	double d = (double)v;
+	if (!(d >= 0 && d < (double)n)) return -1;
+	i64 k = (i64)d;
+	if ((double)k != d) return -1;
+	return k;
+}
+
+/* out ((b·l)×dim) = the table's row of each of the b·l ids x, a zero row for an invalid one. */
+KERNEL void embed_f32(float* out, const float* x, const float* table, int b, int l, int vocab, int dim) {
+	GSTRIDE_LOOP(t, (i64)b * l * dim) {
+		i64 p = t / dim, k = t % dim;
+		i64 id = token_id(x[p], vocab);
+		out[t] = id >= 0 ? table[id * dim + k] : 0.0f;
+	}
+}
+
+/* norm2[i] += ‖example i's table gradient‖²: for each distinct valid id of its l positions, the
+   row Σ_{positions with that id} e (double, in position order), squared and summed. */
+KERNEL void embed_norm_f64(double* norm2, const float* x, const float* e, int b, int l, int vocab, int dim) {
+	GSTRIDE_LOOP(i, b) {
+		double s = 0;
+		for (i64 p = i * l; p < (i + 1) * l; p++) {
+			i64 id = token_id(x[p], vocab);
+			if (id < 0) continue;
+			int seen = 0;
+			for (i64 q = i * l; q < p && !seen; q++) seen = token_id(x[q], vocab) == id;
+			if (seen) continue;
+			for (i64 k = 0; k < dim; k++) {
+				double r = 0;
+				for (i64 q = p; q < (i + 1) * l; q++)
+					if (token_id(x[q], vocab) == id) r += (double)e[q * dim + k];
+				s += r * r;
+			}
+		}
+		norm2[i] += s;
+	}
+}
+
+/* The clipped sum of the table's gradients (engine/nn SparseTap.AddClipped), one thread per
+   table value (id, k): t = Σ over the examples i with c[i] ≠ 0 holding id, in example order, of
+   c[i]·(Σ_{its positions with that id} e, double, in position order); acc ← (0 or acc) + t. */
+KERNEL void embed_coef_sum_f64(double* acc, const float* x, const float* e, const double* c, int b, int l, int vocab, int dim, int first) {
+	GSTRIDE_LOOP(t, (i64)vocab * dim) {
+		i64 id = t / dim, k = t % dim;
+		double s = 0;
+		for (i64 i = 0; i < b; i++) {
+			double ci = c[i];
+			if (ci == 0) continue;
+			double r = 0;
+			int any = 0;
+			for (i64 q = i * l; q < (i + 1) * l; q++)
+				if (token_id(x[q], vocab) == id) {
+					r += (double)e[q * dim + k];
+					any = 1;
+				}
+			if (any) {
+				double u = ci * r;
+				s += u;
+			}
+		}
+		acc[t] = (first ? 0.0 : acc[t]) + s;
+	}
+}

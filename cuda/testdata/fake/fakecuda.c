@@ -165,6 +165,19 @@ static void k_coef_sum_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) CHK(4) c
 static void k_widen_rows_f32(void** params) { CHK(0) CHK(1) CHK(4) widen_rows_f32(P(0, double*), P(1, const float*), P(2, int), P(3, int), P(4, const double*), P(5, int)); }
 static void k_round_scale_f64(void** params) { CHK(0) CHK(1) CHK(2) round_scale_f64(P(0, float*), P(1, float*), P(2, const double*), P(3, int), P(4, int), P(5, double)); }
 static void k_to_bf16(void** params) { CHK(0) CHK(1) to_bf16(P(0, unsigned short*), P(1, const float*), P(2, i64)); }
+static void k_point_f32(void** params) { CHK(0) CHK(1) point_f32(P(0, float*), P(1, const float*), P(2, i64), P(3, int), P(4, double), P(5, double), P(6, double)); }
+static void k_point_bwd_f32(void** params) { CHK(0) CHK(1) point_bwd_f32(P(0, float*), P(1, const float*), P(2, i64), P(3, int), P(4, double), P(5, double), P(6, double)); }
+static void k_avgpool_f32(void** params) { CHK(0) CHK(1) avgpool_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int)); }
+static void k_avgpool_bwd_f32(void** params) { CHK(0) CHK(1) avgpool_bwd_f32(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int), P(9, int)); }
+static void k_add_f32(void** params) { CHK(0) CHK(1) CHK(2) add_f32(P(0, float*), P(1, const float*), P(2, const float*), P(3, i64)); }
+static void k_norm_f32(void** params) { CHK(0) CHK(1) norm_f32(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int)); }
+static void k_affine_f32(void** params) { CHK(0) CHK(1) CHK(2) affine_f32(P(0, float*), P(1, const float*), P(2, const float*), P(3, const float*), P(4, i64), P(5, int), P(6, int)); }
+static void k_norm_grads_f64(void** params) { CHK(0) CHK(1) CHK(2) norm_grads_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int)); }
+static void k_row_sqnorm_add_f64(void** params) { CHK(0) CHK(1) row_sqnorm_add_f64(P(0, double*), P(1, const double*), P(2, int), P(3, int)); }
+static void k_coef_sum_f64(void** params) { CHK(0) CHK(1) CHK(2) coef_sum_f64(P(0, double*), P(1, const double*), P(2, const double*), P(3, int), P(4, int), P(5, int)); }
+static void k_embed_f32(void** params) { CHK(0) CHK(1) CHK(2) embed_f32(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int)); }
+static void k_embed_norm_f64(void** params) { CHK(0) CHK(1) CHK(2) embed_norm_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, int), P(4, int), P(5, int), P(6, int)); }
+static void k_embed_coef_sum_f64(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) embed_coef_sum_f64(P(0, double*), P(1, const float*), P(2, const float*), P(3, const double*), P(4, int), P(5, int), P(6, int), P(7, int), P(8, int)); }
 static void k_adam_f32(void** params) { CHK(0) CHK(1) CHK(2) CHK(3) adam_f32(P(0, float*), P(1, float*), P(2, float*), P(3, const float*), P(4, i64), P(5, float), P(6, float), P(7, float), P(8, float), P(9, float), P(10, float), P(11, float)); }
 
 typedef struct { const char* name; void (*call)(void**); int sync; int rowthreads; } kdesc;
@@ -184,6 +197,12 @@ static const kdesc KERNELS[] = {
 	{"example_col_sum_f32", k_example_col_sum_f32, 0, 0}, {"add_f64", k_add_f64, 0, 0},
 	{"coef_sum_f32", k_coef_sum_f32, 0, 0}, {"widen_rows_f32", k_widen_rows_f32, 0, 0},
 	{"round_scale_f64", k_round_scale_f64, 0, 0}, {"to_bf16", k_to_bf16, 0, 0},
+	{"point_f32", k_point_f32, 0, 0}, {"point_bwd_f32", k_point_bwd_f32, 0, 0},
+	{"avgpool_f32", k_avgpool_f32, 0, 0}, {"avgpool_bwd_f32", k_avgpool_bwd_f32, 0, 0},
+	{"add_f32", k_add_f32, 0, 0},
+	{"norm_f32", k_norm_f32, 0, 0}, {"affine_f32", k_affine_f32, 0, 0}, {"norm_grads_f64", k_norm_grads_f64, 0, 0},
+	{"row_sqnorm_add_f64", k_row_sqnorm_add_f64, 0, 0}, {"coef_sum_f64", k_coef_sum_f64, 0, 0},
+	{"embed_f32", k_embed_f32, 0, 0}, {"embed_norm_f64", k_embed_norm_f64, 0, 0}, {"embed_coef_sum_f64", k_embed_coef_sum_f64, 0, 0},
 };
 #define NKERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
