@@ -178,3 +178,33 @@ func maxAbsDiff(a, b []float64) float64 {
 	}
 	return m
 }
+
+// TestTransformerPreset: the preset on MNIST's and CIFAR-10's shapes has the patches, the
+// parameter count and the positions its definition gives, and builds.
+func TestTransformerPreset(t *testing.T) {
+	for _, tc := range []struct {
+		input    []int
+		patch, l int
+	}{{[]int{1, 28, 28}, 7, 16}, {[]int{3, 32, 32}, 4, 64}} {
+		const d = TransformerWidth
+		a := Transformer(tc.input, 10, d, TransformerHeads, 2)
+		if err := a.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if p := TransformerPatch(tc.input[1], tc.input[2]); p != tc.patch {
+			t.Errorf("%v: patch %d, want %d", tc.input, p, tc.patch)
+		}
+		block := 2*d + (d*3*d + 3*d) + (d*d + d) + 2*d + (d*2*d + 2*d) + (2*d*d + d)
+		want := (tc.input[0]*tc.patch*tc.patch*d + d) + tc.l*d + 2*block + 2*d + (d*10 + 10)
+		if n := a.NumParams(); n != want {
+			t.Errorf("%v: %d parameters, want %d", tc.input, n, want)
+		}
+		ls, err := a.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ls[0].Positions != tc.l || ls[1].Name != "2.residual.1.attention.qkv" {
+			t.Errorf("%v: first layers %+v %+v", tc.input, ls[0], ls[1])
+		}
+	}
+}
