@@ -201,6 +201,9 @@ type modelJSON struct {
 	Activation string      `json:"activation,omitempty"`
 	Params     int         `json:"params"`
 	Layers     []layerJSON `json:"layers"`
+	// OtherParams counts the parameters outside the GEMM layers listed (a layer stack's
+	// normalizations and positional table): with the layers', the model's.
+	OtherParams int `json:"other_params"`
 }
 
 // modelsJSON is what dpsgd models --json prints. Keys are a contract (TestModelsJSON); add,
@@ -255,7 +258,9 @@ func listModels(b datasets.Builtin) (modelsJSON, error) {
 				lj.Kind, lj.Kernel, lj.Stride, lj.Pad = "conv", gs[i].Kernel, gs[i].Stride, gs[i].Pad
 			}
 			m.Layers = append(m.Layers, lj)
+			m.OtherParams -= lj.Params
 		}
+		m.OtherParams += m.Params
 		out.Models = append(out.Models, m)
 	}
 	return out, nil
@@ -343,6 +348,9 @@ func printModels(w io.Writer, list modelsJSON) error {
 				}
 			}
 			fmt.Fprintf(tw, "    %s\t%s\t%12s\n", l.Name, what, groupDigits(l.Params))
+		}
+		if m.OtherParams > 0 {
+			fmt.Fprintf(tw, "    (other)\tnormalizations' γ and β, positional table\t%12s\n", groupDigits(m.OtherParams))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
