@@ -47,7 +47,7 @@ func CUDASupport(cfg *Config) error {
 	case cfg.Dtype == tensor.Float64:
 		return errors.New("float64 runs on the CPU only (the CUDA backend computes in float32)")
 	case !cfg.Arch.OnlyGEMM():
-		return errors.New("the CUDA backend runs the preset models only (logreg, mlp, cnn: GEMM-rule layers); a layer-stack model (--model FILE) runs on the CPU")
+		return errors.New("the CUDA backend runs the preset models only (logreg, mlp, cnn: GEMM-rule layers); a layer-stack model (--model FILE, or the transformer preset) runs on the CPU")
 	case cfg.Secure && !cfg.NonPrivate:
 		return errors.New("secure noise (Config.Secure, --secure) is drawn on the CPU only (the CUDA kernels draw the seeded Philox stream)")
 	}
