@@ -15,6 +15,10 @@ import (
 // mean over positions. Each keeps examples apart: an example's outputs are formed from its own
 // L rows alone, so one record's NaN or overflow stays in that record's rows.
 
+// MaxAttentionPositions bounds the positions L an attention layer attends over: each worker
+// holds an L×L matrix of weights per example.
+const MaxAttentionPositions = 4096
+
 // Attention is multi-head self-attention on L positions of C channels: per position, one dense
 // map C → 3·Dim gives the queries, keys and values (Dim channels each, Heads heads of
 // Dim/Heads); per example and head, softmax(Q·Kᵀ/√(Dim/Heads))·V over the example's own L
@@ -37,6 +41,9 @@ func (l *Attention) Plan(in Shape, d *Decl) (Shape, error) {
 		return Shape{}, fmt.Errorf("attention needs positions (a convolved or embedded input, L positions × C channels), got %v", in)
 	}
 	p := in.Positions()
+	if p > MaxAttentionPositions {
+		return Shape{}, fmt.Errorf("attention over %d positions: want at most %d (its weights take L² values per head)", p, MaxAttentionPositions)
+	}
 	d.AddGemm(in.C, 3*l.Dim, p, d.path+".qkv")
 	d.AddGemm(l.Dim, in.C, p, d.path+".out")
 	// The projections' outputs and their gradients, and their materialized per-example

@@ -114,6 +114,7 @@ func TestModelFileErrors(t *testing.T) {
 		{"attention on flat", `{"layers": [{"type": "dense", "units": 4}, {"type": "attention", "heads": 2, "dim": 4}, {"type": "dense", "units": 3}]}`, flat, "layer 1.attention: attention needs positions"},
 		{"attention on image", `{"layers": [{"type": "attention", "heads": 1, "dim": 4}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layer 0.attention: attention needs positions"},
 		{"attention nested", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "attention", "heads": 2, "dim": 4}]}, {"type": "dense", "units": 3}]}`, flat, "layer 1.residual.0.attention: attention needs positions"},
+		{"attention positions", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 1}, {"type": "attention", "heads": 1, "dim": 2}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, []int{1, 65, 65}, "layer 1.attention: attention over 4225 positions: want at most 4096"},
 		{"position on flat", `{"layers": [{"type": "position"}, {"type": "dense", "units": 3}]}`, flat, "layer 0.position: position needs positions"},
 		{"position field", `{"layers": [{"type": "position", "dim": 3}]}`, flat, `layer 0 (position): field "dim" does not apply (position takes no fields)`},
 		{"meanpool on flat", `{"layers": [{"type": "dense", "units": 4}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, flat, "layer 1.meanpool: meanpool needs positions"},
