@@ -107,28 +107,41 @@ func (op *attnOp) UsePreallocDo(prealloc G.Value, inputs ...G.Value) (G.Value, e
 	return preallocDo(op, prealloc, inputs, sizes, attnApply[float32], attnApply[float64])
 }
 
-// attnApply runs the forward pass or, with diff, the gradient, one example per task.
+// attnApply runs the forward pass or, with diff, the gradient, one example per task: the
+// example's rows are widened to float64 once, each head's Q, K and V copied into contiguous
+// L×dₕ blocks, and every product runs over contiguous rows.
 func attnApply[T float32 | float64](op *attnOp, out []T, in [][]T) {
 	L, D, dh := op.l, op.dim, op.dim/op.heads
 	w3 := 3 * D
 	scale := 1 / math.Sqrt(float64(dh))
 	parallelExamples(op.b, func(i int) {
 		x := in[0][i*L*w3 : (i+1)*L*w3]
-		p := make([]float64, L*L) // the attention weights of one head
-		var dO, dP []float64
+		buf := make([]float64, L*L+3*L*dh)
+		p, blk := buf[:L*L], buf[L*L:] // the attention weights of one head; its Q, K, V
+		q, k, v := blk[:L*dh], blk[L*dh:2*L*dh], blk[2*L*dh:]
+		var dO, dP, dQ, dK, dV []float64
 		if op.diff {
-			dO = make([]float64, L*dh)
-			dP = make([]float64, L*L)
+			g := make([]float64, L*L+4*L*dh)
+			dP, g = g[:L*L], g[L*L:]
+			dO, dQ, dK, dV = g[:L*dh], g[L*dh:2*L*dh], g[2*L*dh:3*L*dh], g[3*L*dh:4*L*dh]
 		}
 		for h := range op.heads {
-			q, k, v := h*dh, D+h*dh, 2*D+h*dh // column offsets
 			for r := range L {
-				row := p[r*L : (r+1)*L]
+				row := x[r*w3:]
+				for j := range dh {
+					q[r*dh+j] = float64(row[h*dh+j])
+					k[r*dh+j] = float64(row[D+h*dh+j])
+					v[r*dh+j] = float64(row[2*D+h*dh+j])
+				}
+			}
+			// P = softmax(Q·Kᵀ/√dₕ) by rows, shifted by the row's maximum.
+			for r := range L {
+				row, qr := p[r*L:(r+1)*L], q[r*dh:(r+1)*dh]
 				m := math.Inf(-1)
 				for c := range L {
 					s := 0.0
-					for j := range dh {
-						s += float64(x[r*w3+q+j]) * float64(x[c*w3+k+j])
+					for j, a := range k[c*dh : (c+1)*dh] {
+						s += qr[j] * a
 					}
 					row[c] = s * scale
 					m = math.Max(m, row[c])
@@ -144,59 +157,65 @@ func attnApply[T float32 | float64](op *attnOp, out []T, in [][]T) {
 			}
 			if !op.diff {
 				o := out[i*L*D : (i+1)*L*D]
+				acc := make([]float64, dh)
 				for r := range L {
-					for j := range dh {
-						s := 0.0
-						for c := range L {
-							s += p[r*L+c] * float64(x[c*w3+v+j])
+					clear(acc)
+					for c, a := range p[r*L : (r+1)*L] {
+						for j, vv := range v[c*dh : (c+1)*dh] {
+							acc[j] += a * vv
 						}
+					}
+					for j, s := range acc {
 						o[r*D+h*dh+j] = T(s)
 					}
 				}
 				continue
 			}
-			g := in[1][i*L*D : (i+1)*L*D]
-			o := out[i*L*w3 : (i+1)*L*w3]
+			gi := in[1][i*L*D : (i+1)*L*D]
 			for r := range L {
 				for j := range dh {
-					dO[r*dh+j] = float64(g[r*D+h*dh+j])
+					dO[r*dh+j] = float64(gi[r*D+h*dh+j])
 				}
 			}
-			// ∂V = Pᵀ·∂O.
-			for c := range L {
-				for j := range dh {
-					s := 0.0
-					for r := range L {
-						s += p[r*L+c] * dO[r*dh+j]
-					}
-					o[c*w3+v+j] = T(s)
-				}
-			}
-			// ∂S = P⊙(∂P − rowsum(∂P⊙P)), ∂P = ∂O·Vᵀ; scaled by 1/√dₕ here.
+			clear(dQ)
+			clear(dK)
+			clear(dV)
+			// ∂V = Pᵀ·∂O; ∂P = ∂O·Vᵀ; ∂S = P⊙(∂P − rowsum(∂P⊙P)), scaled by 1/√dₕ here.
 			for r := range L {
+				pr, dor := p[r*L:(r+1)*L], dO[r*dh:(r+1)*dh]
 				dot := 0.0
-				for c := range L {
+				for c, a := range pr {
+					dvc, vc := dV[c*dh:(c+1)*dh], v[c*dh:(c+1)*dh]
 					s := 0.0
-					for j := range dh {
-						s += dO[r*dh+j] * float64(x[c*w3+v+j])
+					for j, d := range dor {
+						dvc[j] += a * d
+						s += d * vc[j]
 					}
 					dP[r*L+c] = s
-					dot += s * p[r*L+c]
+					dot += s * a
 				}
-				for c := range L {
-					dP[r*L+c] = p[r*L+c] * (dP[r*L+c] - dot) * scale
+				for c, a := range pr {
+					dP[r*L+c] = a * (dP[r*L+c] - dot) * scale
 				}
 			}
 			// ∂Q = ∂S·K, ∂K = ∂Sᵀ·Q.
 			for r := range L {
-				for j := range dh {
-					sq, sk := 0.0, 0.0
-					for c := range L {
-						sq += dP[r*L+c] * float64(x[c*w3+k+j])
-						sk += dP[c*L+r] * float64(x[c*w3+q+j])
+				dqr, qr := dQ[r*dh:(r+1)*dh], q[r*dh:(r+1)*dh]
+				for c, a := range dP[r*L : (r+1)*L] {
+					dkc, kc := dK[c*dh:(c+1)*dh], k[c*dh:(c+1)*dh]
+					for j := range dh {
+						dqr[j] += a * kc[j]
+						dkc[j] += a * qr[j]
 					}
-					o[r*w3+q+j] = T(sq)
-					o[r*w3+k+j] = T(sk)
+				}
+			}
+			o := out[i*L*w3 : (i+1)*L*w3]
+			for r := range L {
+				row := o[r*w3:]
+				for j := range dh {
+					row[h*dh+j] = T(dQ[r*dh+j])
+					row[D+h*dh+j] = T(dK[r*dh+j])
+					row[2*D+h*dh+j] = T(dV[r*dh+j])
 				}
 			}
 		}

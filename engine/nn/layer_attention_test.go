@@ -208,3 +208,30 @@ func TestTransformerPreset(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttnOp: the transformer preset's attention on MNIST (16 positions, dim 64, 4 heads)
+// for a physical batch of 128, forward and gradient, float32.
+func BenchmarkAttnOp(b *testing.B) {
+	op := &attnOp{b: 128, l: 16, dim: 64, heads: 4}
+	d := *op
+	d.diff = true
+	r := rand.New(rand.NewPCG(1, 1))
+	x := make([]float32, op.b*op.l*3*op.dim)
+	g := make([]float32, op.b*op.l*op.dim)
+	for j := range x {
+		x[j] = float32(r.NormFloat64())
+	}
+	for j := range g {
+		g[j] = float32(r.NormFloat64())
+	}
+	xt := tensor.New(tensor.WithShape(op.b*op.l, 3*op.dim), tensor.WithBacking(x))
+	gt := tensor.New(tensor.WithShape(op.b*op.l, op.dim), tensor.WithBacking(g))
+	for range b.N {
+		if _, err := op.Do(xt); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Do(xt, gt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
