@@ -158,3 +158,23 @@ func TestGroupDigits(t *testing.T) {
 		}
 	}
 }
+
+// TestPresetLR: a preset's own optimizer takes its tuned rate, another optimizer its default
+// for it; the SGD presets are unchanged (momentum and SGD take the preset's rate, Adam 1e-3).
+func TestPresetLR(t *testing.T) {
+	for _, tc := range []struct {
+		dataset, model, optimizer string
+		want                      float64
+	}{
+		{"mnist", "transformer", "adam", 3e-3},
+		{"mnist", "transformer", "ADAM", 3e-3},
+		{"mnist", "cnn", "momentum", 0.5},
+		{"mnist", "cnn", "sgd", 0.5},
+		{"mnist", "cnn", "adam", 1e-3},
+		{"mnist", "mlp", "momentum", 0.3},
+	} {
+		if got := presetLR(presetFor(tc.dataset, tc.model), tc.optimizer); got != tc.want {
+			t.Errorf("%s/%s with %s: lr %v, want %v", tc.dataset, tc.model, tc.optimizer, got, tc.want)
+		}
+	}
+}
