@@ -166,8 +166,8 @@ func TestPresetLR(t *testing.T) {
 		dataset, model, optimizer string
 		want                      float64
 	}{
-		{"mnist", "transformer", "adam", 3e-3},
-		{"mnist", "transformer", "ADAM", 3e-3},
+		{"mnist", "transformer", "adam", 1e-2},
+		{"mnist", "transformer", "ADAM", 1e-2},
 		{"mnist", "cnn", "momentum", 0.5},
 		{"mnist", "cnn", "sgd", 0.5},
 		{"mnist", "cnn", "adam", 1e-3},
