@@ -89,6 +89,9 @@ func advModels() []advModel {
 		{"stack-embedding", layerTestModels()[5].arch, true},
 		{"stack-tempered-sigmoid", layerTestModels()[1].arch, true},
 		{"stack-flatten-image", layerTestModels()[4].arch, true},
+		// The transformer's layers (attention_test.go).
+		{"stack-vit", attentionTestModels()[0].arch, true},
+		{"stack-attention-embedding", attentionTestModels()[1].arch, true},
 		// Normalizations of the raw record itself: a record of one repeated value (every
 		// advValue but the "one" ones) has variance 0 in every group.
 		{"stack-norm-first", nn.Arch{Kind: nn.KindStack, Input: []int{6}, Classes: 3, Stack: []nn.LayerSpec{

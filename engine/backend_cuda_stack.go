@@ -109,6 +109,11 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 		g0, o0 := len(d.Gemm), len(d.Other)
 		switch l := l.(type) {
 		case *nn.Dense:
+			// A dense layer on the row layout is one per position (engine/nn's gemm rule with
+			// the positions as rows): the backend's dense layers take flat inputs only.
+			if cur.Layout != nn.Flat {
+				return nil, cur, cpuOnly
+			}
 			n.kind = nodeGemm
 		case *nn.Conv2d:
 			n.kind = nodeGemm
@@ -147,6 +152,11 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 		case *nn.Norm:
 			n.kind, n.groups, n.other = nodeNorm, l.Groups, o0
 			if l.Layer {
+				// A layernorm on the row layout normalizes each position over its channels;
+				// the backend's normalizes each example as one group.
+				if cur.Layout != nn.Flat {
+					return nil, cur, cpuOnly
+				}
 				n.groups = 1
 			}
 		default:

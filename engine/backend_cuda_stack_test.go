@@ -88,6 +88,10 @@ func TestCUDASupportStacks(t *testing.T) {
 		{flat, `{"layers": [{"type": "dense", "units": 8}, {"type": "gelu"}, {"type": "dense", "units": 8}, {"type": "layernorm"}, {"type": "dense", "units": 4}]}`, ""},
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "relu"}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "groupnorm", "groups": 2}]}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, ""},
 		{&datasets.Dataset{Shape: []int{6}, Classes: 4}, deviceTokenStackFile, ""},
+		// Per-position dense and layernorm (the row layout) and attention run on the CPU only.
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "dense", "units": 4}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (dense) runs on the CPU only"},
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "layernorm"}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (layernorm) runs on the CPU only"},
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 7, "stride": 7}, {"type": "attention", "heads": 2, "dim": 4}, {"type": "meanpool"}, {"type": "dense", "units": 4}]}`, "layer 1 (attention) runs on the CPU only"},
 	} {
 		cfg := Config{Arch: stackArch(t, tc.file, tc.ds)}
 		err := CUDASupport(&cfg)

@@ -14,6 +14,8 @@ best round of each is reported:
   * models: the MNIST MLP 784-256-10 and the MNIST CNN of engine/nn (conv 16@8x8 stride 2
     padding 3, max-pool 2 stride 1, conv 32@4x4 stride 2, max-pool 2 stride 1, dense 32,
     dense 10), ReLU, float32, summed cross-entropy, plain SGD, clip 1, noise multiplier 1;
+    with --models transformer also the transformer preset (TorchTransformer: Opacus's
+    DPMultiheadAttention for DP, nn.MultiheadAttention for PyTorch's non-private rate);
   * dpsgd: `dpsgd bench step --device cpu --json` (its DP and non-private steps interleaved,
     GOMAXPROCS = --threads, so as many graph replicas). dpsgd runs a logical batch's physical
     batches on its replicas in parallel, so --physical-batch 0 (the default here) takes
@@ -39,9 +41,63 @@ import sys
 import time
 
 
-def torch_model(name):
+class TorchTransformer:
+    """The transformer preset of engine/nn (nn.Transformer) in PyTorch, sequence-first: the 7×7
+    patches of a 28×28 image as 16 tokens (unfold, then a linear map: the convolution of kernel
+    and stride 7), a learned positional embedding (nn.Embedding of the positions, which Opacus's
+    hooks support), 2 pre-LN blocks (LayerNorm, 4-head self-attention, residual; LayerNorm,
+    dense 128, exact GELU, dense 64, residual), a final LayerNorm, the mean over tokens and the
+    output layer. The attention is Opacus's DPMultiheadAttention (separate q, k, v and output
+    linear layers: the hooks' per-sample gradients) with dp, PyTorch's nn.MultiheadAttention
+    without. Every layer with parameters sees (tokens, batch, features) tensors, so that one
+    GradSampleModule(batch_first=False) serves them all."""
+
+    @staticmethod
+    def build(dp):
+        import torch
+        import torch.nn as nn
+
+        d, heads, tokens, patch = 64, 4, 16, 7
+        if dp:
+            from opacus.layers import DPMultiheadAttention as MHA
+        else:
+            MHA = nn.MultiheadAttention
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln1, self.attn = nn.LayerNorm(d), MHA(d, heads)
+                self.ln2 = nn.LayerNorm(d)
+                self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+            def forward(self, x):
+                h = self.ln1(x)
+                x = x + self.attn(h, h, h, need_weights=False)[0]
+                return x + self.mlp(self.ln2(x))
+
+        class ViT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.unfold = nn.Unfold(patch, stride=patch)
+                self.patch = nn.Linear(patch * patch, d)
+                self.pos = nn.Embedding(tokens, d)
+                self.blocks = nn.Sequential(Block(), Block())
+                self.ln, self.out = nn.LayerNorm(d), nn.Linear(d, 10)
+
+            def forward(self, x):
+                p = self.unfold(x).permute(2, 0, 1)  # tokens × batch × 49
+                ids = torch.arange(tokens).unsqueeze(1).expand(tokens, x.shape[0])
+                h = self.blocks(self.patch(p) + self.pos(ids))
+                return self.out(self.ln(h).mean(0, keepdim=True)).squeeze(0)
+
+        return ViT()
+
+
+def torch_model(name, dp=False):
     import torch.nn as nn
 
+    if name == "transformer":
+        return TorchTransformer.build(dp)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
     return nn.Sequential(
@@ -63,10 +119,10 @@ def opacus_rates(name, batch, min_time):
     out = {}
     for mode in ("dp", "nonprivate"):
         torch.manual_seed(1)
-        model = torch_model(name)
+        model = torch_model(name, dp=mode == "dp")
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         if mode == "dp":
-            model = GradSampleModule(model)
+            model = GradSampleModule(model, batch_first=name != "transformer", loss_reduction="sum")
             opt = DPOptimizer(opt, noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=batch)
 
         def step():
@@ -110,7 +166,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dpsgd", default="./bin/dpsgd", help="the dpsgd binary")
     ap.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
-    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn", "transformer"])
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the best of each is kept")
     ap.add_argument("--threads", type=int, default=2, help="threads of both libraries")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of measurement per mode")

@@ -24,6 +24,7 @@ type modelPreset struct {
 	name  string
 	about string
 	image bool // needs [C, H, W] examples
+	fixed bool // a layer stack of fixed widths: --hidden and --activation do not apply
 	build func(input []int, classes int, hidden []int, act nn.Activation) nn.Arch
 }
 
@@ -36,6 +37,11 @@ func modelPresets() []modelPreset {
 			build: nn.MLP},
 		{name: "cnn", about: "two convolutions with max pooling, a dense layer (--hidden), the output layer (Papernot et al.'s DP-SGD CNN)",
 			image: true, build: nn.CNN},
+		// A layer stack: its widths are fixed (--hidden and --activation are refused).
+		{name: "transformer", about: "ViT-style: patch embedding, learned positions, 2 pre-LN blocks of 4-head self-attention and a GELU MLP (width 64), mean over patches, the output layer",
+			image: true, fixed: true, build: func(input []int, classes int, _ []int, _ nn.Activation) nn.Arch {
+				return nn.Transformer(input, classes, nn.TransformerWidth, nn.TransformerHeads, 2)
+			}},
 	}
 }
 
@@ -91,7 +97,12 @@ func (f *trainFlags) presetModel() string { return presetModel(f.dataset, f.mode
 // readModelFile reads --model FILE when --model names no preset (before the data is loaded, so
 // that a wrong path fails at once); --hidden and --activation shape the presets only.
 func (f *trainFlags) readModelFile() error {
-	if isPreset(f.model) {
+	if p, err := lookupPreset(f.model); err == nil {
+		for _, fl := range []string{"hidden", "activation"} {
+			if p.fixed && f.set[fl] {
+				return usagef("--%s does not apply to --model %s (its widths and activations are fixed; a model file can change them)", fl, p.name)
+			}
+		}
 		return nil
 	}
 	data, err := readModelDescription(f.model)
@@ -157,6 +168,8 @@ func stackString(specs []nn.LayerSpec) string {
 			p += strconv.Itoa(s.Filters)
 		case "residual":
 			p = "residual(" + stackString(s.Body) + ")"
+		case "attention":
+			p += strconv.Itoa(s.Heads) + "x" + strconv.Itoa(s.Dim)
 		}
 		parts = append(parts, p)
 	}
@@ -188,6 +201,9 @@ type modelJSON struct {
 	Activation string      `json:"activation,omitempty"`
 	Params     int         `json:"params"`
 	Layers     []layerJSON `json:"layers"`
+	// OtherParams counts the parameters outside the GEMM layers listed (a layer stack's
+	// normalizations and positional table): with the layers', the model's.
+	OtherParams int `json:"other_params"`
 }
 
 // modelsJSON is what dpsgd models --json prints. Keys are a contract (TestModelsJSON); add,
@@ -231,14 +247,20 @@ func listModels(b datasets.Builtin) (modelsJSON, error) {
 		if len(a.Hidden) > 0 || len(a.Conv) > 0 {
 			m.Activation = string(a.Activation)
 		}
+		gs := stackGemmSpecs(a.Stack)
 		for i, l := range ls {
 			lj := layerJSON{Name: l.Name, Kind: "dense", In: l.In, Out: l.Out, Positions: l.Positions, Params: l.In*l.Out + l.Out}
 			if i < len(a.Conv) {
 				c := a.Conv[i]
 				lj.Kind, lj.Kernel, lj.Stride, lj.Pad, lj.Pool = "conv", c.Kernel, c.Stride, c.Pad, c.PoolKernel
 			}
+			if i < len(gs) && gs[i].Type == "conv2d" {
+				lj.Kind, lj.Kernel, lj.Stride, lj.Pad = "conv", gs[i].Kernel, gs[i].Stride, gs[i].Pad
+			}
 			m.Layers = append(m.Layers, lj)
+			m.OtherParams -= lj.Params
 		}
+		m.OtherParams += m.Params
 		out.Models = append(out.Models, m)
 	}
 	return out, nil
@@ -316,6 +338,9 @@ func printModels(w io.Writer, list modelsJSON) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, l := range m.Layers {
 			what := fmt.Sprintf("dense %d → %d", l.In, l.Out)
+			if l.Kind == "dense" && l.Positions > 1 {
+				what += fmt.Sprintf(" at each of %d positions", l.Positions)
+			}
 			if l.Kind == "conv" {
 				what = fmt.Sprintf("conv %d filters of %d inputs, %d×%d kernel, stride %d, pad %d, %d positions", l.Out, l.In, l.Kernel, l.Kernel, l.Stride, l.Pad, l.Positions)
 				if l.Pool > 0 {
@@ -323,6 +348,9 @@ func printModels(w io.Writer, list modelsJSON) error {
 				}
 			}
 			fmt.Fprintf(tw, "    %s\t%s\t%12s\n", l.Name, what, groupDigits(l.Params))
+		}
+		if m.OtherParams > 0 {
+			fmt.Fprintf(tw, "    (other)\tnormalizations' γ and β, positional table\t%12s\n", groupDigits(m.OtherParams))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -352,4 +380,21 @@ func groupDigits(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// stackGemmSpecs lists a stack's layers in the order of its GEMM layers (Arch.Layers): a dense
+// or conv2d layer for its one, an attention layer for each of its two (the projections).
+func stackGemmSpecs(specs []nn.LayerSpec) []nn.LayerSpec {
+	var out []nn.LayerSpec
+	for _, s := range specs {
+		switch s.Type {
+		case "dense", "conv2d":
+			out = append(out, s)
+		case "attention":
+			out = append(out, s, s)
+		case "residual":
+			out = append(out, stackGemmSpecs(s.Body)...)
+		}
+	}
+	return out
 }

@@ -20,6 +20,10 @@ func TestModelsJSON(t *testing.T) {
 		// conv1 16×(1·8·8)+16 on 28+2·3 → 14×14, pooled → 13×13; conv2 32×(16·4·4)+32 → 5×5,
 		// pooled → 4×4; dense 32·4·4 → 32; out 32 → 10.
 		"cnn": (1*8*8+1)*16 + (16*4*4+1)*32 + (32*4*4+1)*32 + (32+1)*10,
+		// Patches 64×(1·7·7)+64 → 4×4 positions, a 16×64 positional table; per block two
+		// LayerNorms (2·64 each), attention 64 → 3·64 and 64 → 64, the MLP 64 → 128 → 64; the
+		// final LayerNorm; out 64 → 10.
+		"transformer": (49+1)*64 + 16*64 + 2*(2*2*64+(64+1)*192+(64+1)*64+(64+1)*128+(128+1)*64) + 2*64 + (64+1)*10,
 	}
 	for _, b := range datasets.Builtins() {
 		code, out, errOut := runCmd(t, "models", "--dataset", b.Name, "--json")
@@ -45,7 +49,7 @@ func TestModelsJSON(t *testing.T) {
 				}
 			}
 			if !m.Available {
-				if m.Name != "cnn" || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
+				if (m.Name != "cnn" && m.Name != "transformer") || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
 					t.Errorf("%s/%s: unavailable: %q", b.Name, m.Name, m.Reason)
 				}
 				continue
@@ -57,7 +61,7 @@ func TestModelsJSON(t *testing.T) {
 				}
 				sum += l.Params
 			}
-			if sum != m.Params || m.Params < 1 {
+			if sum+m.OtherParams != m.Params || m.Params < 1 || m.OtherParams < 0 {
 				t.Errorf("%s/%s: layers add up to %d, total %d", b.Name, m.Name, sum, m.Params)
 			}
 			if last := m.Layers[len(m.Layers)-1]; last.Out != b.Classes {
@@ -107,7 +111,7 @@ func TestModelsTextAndErrors(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	for _, want := range []string{"on mnist (examples 1×28×28, 10 classes)", "logreg: 7,850 parameters", "mlp: 101,770 parameters, tanh",
-		"cnn (the default): 26,010 parameters, tanh", "conv 16 filters of 64 inputs, 8×8 kernel, stride 2, pad 3, 196 positions, max-pool 2"} {
+		"cnn (the default): 26,010 parameters, tanh", "transformer: 71,946 parameters", "dense 64 → 192 at each of 16 positions", "conv 16 filters of 64 inputs, 8×8 kernel, stride 2, pad 3, 196 positions, max-pool 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
@@ -122,7 +126,9 @@ func TestModelsTextAndErrors(t *testing.T) {
 		{[]string{"models", "--dataset", "cifar100"}, "--dataset cifar100: want synthetic, mnist, adult, cifar10"},
 		{[]string{"models", "--dataset", "csv"}, "comes from its schema"},
 		{[]string{"models", "mnist"}, `unexpected argument "mnist"`},
-		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp or cnn (dpsgd models lists them)`},
+		{[]string{"train", "--model", "transformer", "--hidden", "32"}, "--hidden does not apply to --model transformer"},
+		{[]string{"train", "--model", "transformer", "--dataset", "mnist", "--activation", "relu"}, "--activation does not apply to --model transformer"},
+		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn or transformer (dpsgd models lists them)`},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)
 		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
@@ -149,6 +155,26 @@ func TestGroupDigits(t *testing.T) {
 			if len(p) != 3 && !(k == 0 && len(p) >= 1 && len(p) <= 3) {
 				t.Fatalf("groupDigits(%d) = %q", n, s)
 			}
+		}
+	}
+}
+
+// TestPresetLR: a preset's own optimizer takes its tuned rate, another optimizer its default
+// for it; the SGD presets are unchanged (momentum and SGD take the preset's rate, Adam 1e-3).
+func TestPresetLR(t *testing.T) {
+	for _, tc := range []struct {
+		dataset, model, optimizer string
+		want                      float64
+	}{
+		{"mnist", "transformer", "adam", 1e-2},
+		{"mnist", "transformer", "ADAM", 1e-2},
+		{"mnist", "cnn", "momentum", 0.5},
+		{"mnist", "cnn", "sgd", 0.5},
+		{"mnist", "cnn", "adam", 1e-3},
+		{"mnist", "mlp", "momentum", 0.3},
+	} {
+		if got := presetLR(presetFor(tc.dataset, tc.model), tc.optimizer); got != tc.want {
+			t.Errorf("%s/%s with %s: lr %v, want %v", tc.dataset, tc.model, tc.optimizer, got, tc.want)
 		}
 	}
 }

@@ -17,12 +17,13 @@ const normEps = 1e-5
 
 // Norm is LayerNorm or GroupNorm with an affine transform: each example's values are normalized
 // within each group, x̂ = (x − μ)/√(σ² + ε), and y = γ⊙x̂ + β with γ, β one value per feature
-// (LayerNorm, on a flat input) or per channel (GroupNorm). Statistics are an example's own, so
+// (LayerNorm on a flat input), or per channel (GroupNorm; LayerNorm on positions, where each
+// position is normalized over its own channels, as in a transformer). Statistics are an example's own, so
 // examples stay apart and per-example gradients exist (unlike BatchNorm: Wu and He, "Group
 // Normalization"). Rule: materialized (rule_norm.go).
 type Norm struct {
 	Groups int  // GroupNorm: channel groups (C divisible by it); LayerNorm: 1
-	Layer  bool // LayerNorm: flat input, all features one group
+	Layer  bool // LayerNorm: all features one group (flat), or each position's channels (rows)
 }
 
 // Kind is "layernorm" or "groupnorm".
@@ -38,11 +39,7 @@ func (l *Norm) Plan(in Shape, d *Decl) (Shape, error) {
 	if in.Layout == Image {
 		return Shape{}, fmt.Errorf("%s on the raw image: put a conv2d or flatten first", l.Kind())
 	}
-	if l.Layer {
-		if in.Layout != Flat {
-			return Shape{}, fmt.Errorf("layernorm needs a flat input, got %v: use groupnorm with groups 1 on convolved inputs", in)
-		}
-	} else if l.Groups < 1 || in.C%l.Groups != 0 {
+	if !l.Layer && (l.Groups < 1 || in.C%l.Groups != 0) {
 		return Shape{}, fmt.Errorf("groups = %d: want ≥ 1 and dividing the %d channels", l.Groups, in.C)
 	}
 	d.AddParam("gamma", 1, in.C, 1)
@@ -65,6 +62,10 @@ func (l *Norm) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
 		return nil, err
 	}
 	op := &normOp{b: b.Batch(), p: in.Positions(), c: in.C, groups: groups}
+	if l.Layer {
+		// Each position (each row) normalized over its own channels.
+		op = &normOp{b: b.Batch() * in.Positions(), p: 1, c: in.C, groups: 1}
+	}
 	xhat, err := G.ApplyOp(op, x)
 	if err != nil {
 		return nil, err

@@ -161,6 +161,11 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		err = intField("groups", -1, 1, MaxFilters, &s.Groups)
 	case "embedding":
 		err = firstErr(intField("vocab", -1, 1, MaxUnits, &s.Vocab), intField("dim", -1, 1, MaxFilters, &s.Dim))
+	case "attention":
+		err = firstErr(intField("heads", -1, 1, MaxFilters, &s.Heads), intField("dim", -1, 1, MaxFilters, &s.Dim))
+		if err == nil && s.Dim%s.Heads != 0 {
+			err = fmt.Errorf("layer %s: \"heads\" = %d does not divide \"dim\" = %d: want heads dividing dim", where, s.Heads, s.Dim)
+		}
 	case "tempered_sigmoid":
 		err = firstErr(numField("scale", 2, 0, 1e6, true, &s.Scale), numField("temp", 2, 0, 1e6, true, &s.Temp),
 			numField("offset", 1, -1e6, 1e6, false, &s.Offset))

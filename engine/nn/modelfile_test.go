@@ -90,9 +90,9 @@ func TestModelFileErrors(t *testing.T) {
 		{"last layer", `{"layers": [{"type": "dense", "units": 4}]}`, flat, "the last layer gives [4], want the 3 class logits"},
 		{"conv on flat", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, flat, "layer 0.conv2d: conv2d needs an image input"},
 		{"kernel too big", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 9}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layer 0.conv2d: kernel 9 does not fit a 8x8 input"},
-		{"dense after conv", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 3}, {"type": "dense", "units": 3}]}`, img, "layer 1.dense: dense needs a flat input"},
+		{"dense after conv", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 3}, {"type": "dense", "units": 3}]}`, img, "the last layer gives [3×6×6 rows], want the 3 class logits"},
 		{"groups", `{"layers": [{"type": "conv2d", "filters": 3, "kernel": 3}, {"type": "groupnorm", "groups": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "groups = 2: want ≥ 1 and dividing the 3 channels"},
-		{"layernorm on rows", `{"layers": [{"type": "conv2d", "filters": 3, "kernel": 3}, {"type": "layernorm"}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layernorm needs a flat input"},
+		{"layernorm on image", `{"layers": [{"type": "layernorm"}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layer 0.layernorm: layernorm on the raw image"},
 		{"pool too big", `{"layers": [{"type": "conv2d", "filters": 3, "kernel": 7}, {"type": "avgpool", "kernel": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layer 1.avgpool: pool 3 does not fit 2x2"},
 		{"residual shape", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "dense", "units": 5}]}, {"type": "dense", "units": 3}]}`, flat, "layer 1.residual: the body maps [4] to [5]"},
 		{"residual inner", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "dense", "units": 0}]}]}`, flat, `layer 1.0 (dense): "units" = 0`},
@@ -105,6 +105,19 @@ func TestModelFileErrors(t *testing.T) {
 		{"embedding vocab", `{"layers": [{"type": "embedding", "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, flat, `layer 0 (embedding): "vocab" is required`},
 		{"embedding on image", `{"layers": [{"type": "embedding", "vocab": 3, "dim": 2}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "embedding reads token ids from a flat input"},
 		{"layer not object", `{"layers": [3]}`, flat, "layer 0: want a JSON object"},
+		// The transformer's layers.
+		{"heads not dividing", `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 4, "stride": 4}, {"type": "attention", "heads": 3, "dim": 8}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, img, `layer 1 (attention): "heads" = 3 does not divide "dim" = 8`},
+		{"heads missing", `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 4, "stride": 4}, {"type": "attention", "dim": 8}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, img, `layer 1 (attention): "heads" is required`},
+		{"heads zero", `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 4, "stride": 4}, {"type": "attention", "heads": 0, "dim": 8}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, img, `layer 1 (attention): "heads" = 0: want 1 to`},
+		{"dim missing", `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 4, "stride": 4}, {"type": "attention", "heads": 2}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, img, `layer 1 (attention): "dim" is required`},
+		{"attention field", `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 4, "stride": 4}, {"type": "attention", "heads": 2, "dim": 8, "units": 3}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, img, `layer 1 (attention): field "units" does not apply (attention takes heads, dim)`},
+		{"attention on flat", `{"layers": [{"type": "dense", "units": 4}, {"type": "attention", "heads": 2, "dim": 4}, {"type": "dense", "units": 3}]}`, flat, "layer 1.attention: attention needs positions"},
+		{"attention on image", `{"layers": [{"type": "attention", "heads": 1, "dim": 4}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, img, "layer 0.attention: attention needs positions"},
+		{"attention nested", `{"layers": [{"type": "dense", "units": 4}, {"type": "residual", "body": [{"type": "attention", "heads": 2, "dim": 4}]}, {"type": "dense", "units": 3}]}`, flat, "layer 1.residual.0.attention: attention needs positions"},
+		{"attention positions", `{"layers": [{"type": "conv2d", "filters": 2, "kernel": 1}, {"type": "attention", "heads": 1, "dim": 2}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, []int{1, 65, 65}, "layer 1.attention: attention over 4225 positions: want at most 4096"},
+		{"position on flat", `{"layers": [{"type": "position"}, {"type": "dense", "units": 3}]}`, flat, "layer 0.position: position needs positions"},
+		{"position field", `{"layers": [{"type": "position", "dim": 3}]}`, flat, `layer 0 (position): field "dim" does not apply (position takes no fields)`},
+		{"meanpool on flat", `{"layers": [{"type": "dense", "units": 4}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`, flat, "layer 1.meanpool: meanpool needs positions"},
 		// Duplicated keys: encoding/json keeps the last, so a reader of the file and the run
 		// could see different models.
 		{"duplicate field", `{"layers": [{"type": "dense", "units": 3, "units": 1048576}]}`, flat, `layer 0 (dense): field "units" twice`},
@@ -171,6 +184,10 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 3, "kernel": 1, "pad": 1000}`+strings.Repeat(`, {"type": "relu"}`, 200)+`, {"type": "avgpool", "kernel": 1024, "stride": 1024}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1024, "stride": 1024, "pad": 1024}, {"type": "avgpool", "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 1048576}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(0))
+	f.Add([]byte(transformerFile), uint8(1))
+	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 5, "dim": 4}, {"type": "position"}, {"type": "residual", "body": [{"type": "layernorm"}, {"type": "attention", "heads": 2, "dim": 6}]}, {"type": "dense", "units": 5}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(0))
+	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 3, "kernel": 7, "stride": 7}, {"type": "attention", "heads": 4, "dim": 6}, {"type": "position", "heads": 1}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 2, "kernel": 1}, {"type": "attention", "heads": 16384, "dim": 16384}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
 		input := [][]int{{6}, {1, 28, 28}, {2, 7, 7}}[int(in)%3]
 		a, err := ParseModelFile(data, input, 3)
@@ -244,4 +261,54 @@ func TestDocsModelFile(t *testing.T) {
 	}
 	n.Close()
 	t.Logf("docs/models.md's model: %d parameters", a.NumParams())
+}
+
+// transformerFile is a small ViT-style stack on MNIST's shape: patches, positions, one pre-LN
+// block, the mean over positions.
+const transformerFile = `{"layers": [
+  {"type": "conv2d", "filters": 8, "kernel": 7, "stride": 7},
+  {"type": "position"},
+  {"type": "residual", "body": [{"type": "layernorm"}, {"type": "attention", "heads": 2, "dim": 8}]},
+  {"type": "residual", "body": [{"type": "layernorm"}, {"type": "dense", "units": 16}, {"type": "gelu"}, {"type": "dense", "units": 8}]},
+  {"type": "layernorm"},
+  {"type": "meanpool"},
+  {"type": "dense", "units": 3}
+]}`
+
+// TestModelFileTransformer: the transformer's layers parse, plan on positions (16 patches of
+// MNIST), count their parameters, and build.
+func TestModelFileTransformer(t *testing.T) {
+	a, err := ParseModelFile([]byte(transformerFile), []int{1, 28, 28}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const c = 8
+	want := (49*c + c) + 16*c + // patches, positions
+		2*c + (c*3*c + 3*c) + (c*c + c) + // LayerNorm, attention
+		2*c + (c*16 + 16) + (16*c + c) + // LayerNorm, MLP
+		2*c + (c*3 + 3) // final LayerNorm, classifier
+	if n := a.NumParams(); n != want {
+		t.Errorf("%d parameters, want %d", n, want)
+	}
+	ls, err := a.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls[:len(ls)-1] {
+		if l.Positions != 16 {
+			t.Errorf("GEMM layer %s: %d positions, want 16", l.Name, l.Positions)
+		}
+	}
+	if ls[len(ls)-1].Positions != 1 {
+		t.Errorf("classifier: %d positions, want 1", ls[len(ls)-1].Positions)
+	}
+	p, err := NewParams(a, tensor.Float32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Build(a, p, 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
 }

@@ -30,6 +30,9 @@ func opBaseCases(t *testing.T) []opBaseCase {
 	normDiff := *norm
 	normDiff.diff = true
 	embed := &embedOp{b: 2, l: 3, v: 5, d: 4}
+	attn := &attnOp{b: 1, l: 2, dim: 2, heads: 1}
+	attnDiff := *attn
+	attnDiff.diff = true
 	return []opBaseCase{
 		{act, []int{6}},
 		{&actDiffOp{fwd: act}, []int{6, 6}},
@@ -45,6 +48,12 @@ func opBaseCases(t *testing.T) []opBaseCase {
 		{&normDiff, []int{8, 8}},
 		{embed, []int{6, 20}},
 		{&flattenOp{rows: 4, cols: 2, b: 2}, []int{8}},
+		// The transformer's ops (layer_attention.go).
+		{attn, []int{12}},
+		{&attnDiff, []int{12, 4}},
+		{&posOp{b: 2, p: 1, c: 2}, []int{4, 2}},
+		{&meanOp{b: 2, p: 2, c: 2}, []int{8}},
+		{&meanOp{b: 2, p: 2, c: 2, back: true}, []int{4}},
 	}
 }
 

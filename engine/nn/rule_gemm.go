@@ -32,7 +32,8 @@ func (t *Tap) A() tensor.Tensor { return t.aValue.(tensor.Tensor) }
 func (t *Tap) E() tensor.Tensor { return t.eValue.(tensor.Tensor) }
 
 // Dense is a fully connected layer of Units outputs (GEMM rule). On a raw image it reads the
-// C×H×W values flattened channels-first; after convolutions it needs a Flatten.
+// C×H×W values flattened channels-first; on positions (the row layout) it maps each position's
+// C channels to Units, the same weights at every position (a 1×1 convolution).
 type Dense struct {
 	Units int
 	name  string
@@ -47,7 +48,14 @@ func (l *Dense) Plan(in Shape, d *Decl) (Shape, error) {
 		return Shape{}, fmt.Errorf("units = %d, want ≥ 1", l.Units)
 	}
 	if in.Layout == Rows {
-		return Shape{}, fmt.Errorf("dense needs a flat input, got %v: put a flatten before it", in)
+		// Per position: each of the example's H·W rows through the same C×Units map, the
+		// GEMM rule with P = H·W (materialized when P > 1, as a convolution).
+		p := in.Positions()
+		d.AddGemm(in.C, l.Units, p, l.name)
+		if p > 1 {
+			d.Values += float64(in.C+1) * float64(l.Units) // the step's materialized Ĝᵢ
+		}
+		return Shape{Layout: Rows, C: l.Units, H: in.H, W: in.W}, nil
 	}
 	d.AddGemm(in.Size(), l.Units, 1, l.name)
 	return flatOf(l.Units), nil

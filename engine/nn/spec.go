@@ -23,7 +23,8 @@ type LayerSpec struct {
 	Temp    float64     `json:"temp,omitempty"`    // tempered_sigmoid
 	Offset  float64     `json:"offset,omitempty"`  // tempered_sigmoid
 	Vocab   int         `json:"vocab,omitempty"`   // embedding
-	Dim     int         `json:"dim,omitempty"`     // embedding
+	Dim     int         `json:"dim,omitempty"`     // embedding, attention
+	Heads   int         `json:"heads,omitempty"`   // attention
 	Body    []LayerSpec `json:"body,omitempty"`    // residual
 }
 
@@ -57,6 +58,10 @@ var layerKinds = map[string]string{
 	"groupnorm":        "groups",
 	"residual":         "body",
 	"embedding":        "vocab, dim",
+	// The transformer's layers (layer_attention.go).
+	"attention": "heads, dim",
+	"position":  "",
+	"meanpool":  "",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -118,6 +123,18 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			return nil, err
 		}
 		return &Embedding{Vocab: s.Vocab, Dim: s.Dim}, nil
+	case "attention":
+		if err := firstErr(inRange("heads", s.Heads, 1, MaxFilters), inRange("dim", s.Dim, 1, MaxFilters)); err != nil {
+			return nil, err
+		}
+		if s.Dim%s.Heads != 0 {
+			return nil, fmt.Errorf("heads = %d does not divide dim = %d", s.Heads, s.Dim)
+		}
+		return &Attention{Heads: s.Heads, Dim: s.Dim}, nil
+	case "position":
+		return &Position{}, nil
+	case "meanpool":
+		return &MeanPool{}, nil
 	case "residual":
 		if depth >= MaxStackDepth {
 			return nil, fmt.Errorf("residual blocks nested deeper than %d", MaxStackDepth)
@@ -130,7 +147,7 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}
-	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, residual", s.Type)
+	return nil, fmt.Errorf("unknown layer type %q: want one of %s", s.Type, kindList())
 }
 
 func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
