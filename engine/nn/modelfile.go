@@ -152,7 +152,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		err = intField("units", -1, 1, MaxUnits, &s.Units)
 	case "conv2d":
 		err = firstErr(intField("filters", -1, 1, MaxFilters, &s.Filters), intField("kernel", -1, 1, MaxWindow, &s.Kernel),
-			intField("stride", 1, 1, MaxWindow, &s.Stride), intField("pad", 0, 0, MaxWindow, &s.Pad))
+			intField("stride", 1, 1, MaxWindow, &s.Stride), intField("pad", 0, 0, MaxWindow, &s.Pad),
+			convExtFields(fields, where, &s))
 	case "maxpool", "avgpool":
 		if err = intField("kernel", -1, 1, MaxWindow, &s.Kernel); err == nil {
 			err = intField("stride", s.Kernel, 1, MaxWindow, &s.Stride)
@@ -173,6 +174,9 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 			return LayerSpec{}, fmt.Errorf("layer %s: \"body\": want a non-empty list of layers", where)
 		}
 		s.Body, err = parseLayers(body, strings.SplitN(where, " ", 2)[0]+".", depth+1, count)
+		if err == nil {
+			s.Shortcut, err = parseShortcut(fields, where, depth, count)
+		}
 	}
 	if err != nil {
 		return LayerSpec{}, err

@@ -25,6 +25,13 @@ type LayerSpec struct {
 	Vocab   int         `json:"vocab,omitempty"`   // embedding
 	Dim     int         `json:"dim,omitempty"`     // embedding
 	Body    []LayerSpec `json:"body,omitempty"`    // residual
+
+	// Grouped and weight-standardized convolutions (Groups 0 or 1: ungrouped), a residual
+	// block's shortcut branch (nil: the identity) and dropout's rate (layer_conv_ext.go,
+	// layer_dropout.go).
+	Standardize bool        `json:"standardize,omitempty"` // conv2d
+	Shortcut    []LayerSpec `json:"shortcut,omitempty"`    // residual
+	Rate        float64     `json:"rate,omitempty"`        // dropout
 }
 
 // Limits on a stack, so that its sizes are computed without overflow and a described model fits
@@ -45,7 +52,7 @@ const (
 // layerKinds lists the layer kinds a stack may name, with what each takes (docs/models.md).
 var layerKinds = map[string]string{
 	"dense":            "units",
-	"conv2d":           "filters, kernel, stride, pad",
+	"conv2d":           "filters, kernel, stride, pad, groups, standardize",
 	"maxpool":          "kernel, stride",
 	"avgpool":          "kernel, stride",
 	"flatten":          "",
@@ -55,7 +62,7 @@ var layerKinds = map[string]string{
 	"tempered_sigmoid": "scale, temp, offset",
 	"layernorm":        "",
 	"groupnorm":        "groups",
-	"residual":         "body",
+	"residual":         "body, shortcut",
 	"embedding":        "vocab, dim",
 }
 
@@ -92,7 +99,12 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			inRange("stride", s.Stride, 1, MaxWindow), inRange("pad", s.Pad, 0, MaxWindow)); err != nil {
 			return nil, err
 		}
-		return &Conv2d{Filters: s.Filters, Kernel: s.Kernel, Stride: s.Stride, Pad: s.Pad}, nil
+		if s.Groups != 0 {
+			if err := inRange("groups", s.Groups, 1, s.Filters); err != nil {
+				return nil, err
+			}
+		}
+		return &Conv2d{Filters: s.Filters, Kernel: s.Kernel, Stride: s.Stride, Pad: s.Pad, Groups: s.Groups, Standardize: s.Standardize}, nil
 	case "maxpool", "avgpool":
 		if err := firstErr(inRange("kernel", s.Kernel, 1, MaxWindow), inRange("stride", s.Stride, 1, MaxWindow)); err != nil {
 			return nil, err
@@ -126,7 +138,13 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Residual{Body: body}, nil
+		r := &Residual{Body: body}
+		if len(s.Shortcut) > 0 {
+			if r.Shortcut, err = stackOf(s.Shortcut, depth+1, count); err != nil {
+				return nil, fmt.Errorf("shortcut: %w", err)
+			}
+		}
+		return r, nil
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}

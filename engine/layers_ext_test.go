@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/dpsgd/dpsgd/engine/nn"
+)
+
+// extLayerModels are the stacks of the grouped and weight-standardized convolutions, the
+// residual shortcut, dropout and the losses, on shapes drawn from a fixed seed (odd sizes,
+// strides 1 to 3, padding); TestLayersAgainstOracle checks them after layerTestModels.
+func extLayerModels() []layerModel {
+	r := rand.New(rand.NewPCG(23, 5))
+	in := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
+	k := in(2, 4)
+	g1, g2 := in(2, 3), in(2, 3)
+	c := g1 * in(1, 2)
+	hw := in(9, 12)
+	f1 := g1 * g2 * in(1, 2)
+	stride, pad := in(2, 3), in(1, 2)
+	return []layerModel{
+		{"grouped-conv", nn.Arch{Kind: nn.KindStack, Input: []int{c, hw, hw}, Classes: k, Stack: []nn.LayerSpec{
+			{Type: "conv2d", Filters: f1, Kernel: 3, Stride: stride, Pad: pad, Groups: g1}, {Type: "tanh"},
+			{Type: "conv2d", Filters: g2 * in(1, 3), Kernel: 2, Stride: 1, Pad: in(0, 1), Groups: g2}, {Type: "gelu"},
+			{Type: "flatten"}, {Type: "dense", Units: k},
+		}}},
+		{"ws-conv-shortcut", nn.Arch{Kind: nn.KindStack, Input: []int{c, hw, hw}, Classes: k, Stack: []nn.LayerSpec{
+			{Type: "conv2d", Filters: f1, Kernel: 3, Stride: 1, Pad: pad, Standardize: true}, {Type: "groupnorm", Groups: g1}, {Type: "relu"},
+			{Type: "residual", Body: []nn.LayerSpec{
+				{Type: "conv2d", Filters: 2 * f1, Kernel: 3, Stride: stride, Pad: 1, Standardize: true}, {Type: "groupnorm", Groups: 2}, {Type: "tanh"},
+				{Type: "conv2d", Filters: 2 * f1, Kernel: 3, Stride: 1, Pad: 1, Groups: 2, Standardize: true},
+			}, Shortcut: []nn.LayerSpec{{Type: "conv2d", Filters: 2 * f1, Kernel: 1, Stride: stride, Standardize: true}}},
+			{Type: "residual", Body: []nn.LayerSpec{{Type: "groupnorm", Groups: 1}, {Type: "gelu"}, {Type: "conv2d", Filters: 2 * f1, Kernel: 3, Stride: 1, Pad: 1, Groups: 2}}},
+			{Type: "avgpool", Kernel: 2, Stride: 2}, {Type: "flatten"}, {Type: "dense", Units: k},
+		}}},
+	}
+}
+
+// TestAdversarialExtLayers is TestAdversarialRecordSensitivity on extLayerModels: one record
+// holding NaN, ±Inf, 1e30, ±3.4e38, −0 or subnormals (every feature, or one), at every position
+// of the batch, float32 and float64, two physical batch configurations, C = 1e-6 and 1: every
+// other record's coefficient, taps and materialized rows are bit-identical, and the clipped sum
+// moves by at most C.
+func TestAdversarialExtLayers(t *testing.T) {
+	const n = 6
+	configs := []advConfig{{2, 2}, {7, 1}}
+	if testing.Short() {
+		configs = []advConfig{{4, 1}}
+	}
+	clips := []float64{1e-6, 1}
+	stats := &advStats{exact: map[string]float64{}, own: map[string]float64{}, engine: map[string]float64{}, failures: map[string]int{}}
+	for mi, m := range extLayerModels() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			name := fmt.Sprintf("%s/%v", m.name, dt)
+			t.Run(name, func(t *testing.T) {
+				params, err := nn.NewParams(m.arch, dt, uint64(70+mi))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ds := randomDataset(m.arch, n, uint64(80+mi))
+				if dt == tensor.Float32 {
+					advCheck[float32](t, name, m.arch, params, ds, configs, clips, stats)
+				} else {
+					advCheck[float64](t, name, m.arch, params, ds, configs, clips, stats)
+				}
+			})
+		}
+	}
+	keys := make([]string, 0, len(stats.exact))
+	for k := range stats.exact {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.Logf("%-40s max‖Δ‖/C %.10g  engine %.10g  failures %d", k, stats.exact[k], stats.engine[k], stats.failures[k])
+	}
+	if len(stats.first) > 0 {
+		t.Errorf("%d kinds of failures; first ones:\n%s", len(stats.failures), strings.Join(stats.first, "\n"))
+	}
+}

@@ -1,0 +1,47 @@
+package nn
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Model-file fields of the grouped and weight-standardized convolutions, the residual block's
+// shortcut, dropout and the loss (docs/models.md).
+
+// convExtFields reads conv2d's optional "groups" (1 to the filters; absent: 1) and
+// "standardize" (a JSON boolean; absent: false).
+func convExtFields(fields map[string]json.RawMessage, where string, s *LayerSpec) error {
+	if v, ok := fields["groups"]; ok {
+		hi := max(s.Filters, 1)
+		var n int64
+		if err := json.Unmarshal(v, &n); err != nil {
+			return fmt.Errorf("layer %s: \"groups\": want an integer from 1 to %d (the filters)", where, hi)
+		}
+		if n < 1 || n > int64(hi) {
+			return fmt.Errorf("layer %s: \"groups\" = %d: want 1 to %d (the filters), dividing the input channels and the filters", where, n, hi)
+		}
+		s.Groups = int(n)
+	}
+	if v, ok := fields["standardize"]; ok {
+		if err := json.Unmarshal(v, &s.Standardize); err != nil {
+			return fmt.Errorf("layer %s: \"standardize\": want true or false", where)
+		}
+	}
+	return nil
+}
+
+// parseShortcut reads a residual block's optional "shortcut", a non-empty list of layers applied
+// to the block's input in place of the identity (a projection where the body changes the
+// shape); its layers are named WHERE.shortcut.J.
+func parseShortcut(fields map[string]json.RawMessage, where string, depth int, count *int) ([]LayerSpec, error) {
+	v, ok := fields["shortcut"]
+	if !ok {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(v, &list); err != nil || len(list) == 0 {
+		return nil, fmt.Errorf("layer %s: \"shortcut\": want a non-empty list of layers (or no shortcut field: the identity)", where)
+	}
+	return parseLayers(list, strings.SplitN(where, " ", 2)[0]+".shortcut.", depth+1, count)
+}
