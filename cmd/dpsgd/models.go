@@ -25,6 +25,9 @@ type modelPreset struct {
 	about string
 	image bool // needs [C, H, W] examples
 	build func(input []int, classes int, hidden []int, act nn.Activation) nn.Arch
+	// stack, for a preset that is a layer stack (its own widths and activation: --hidden and
+	// --activation do not apply), builds it in place of build.
+	stack func(input []int, classes int) (nn.Arch, error)
 }
 
 // modelPresets returns the presets, in the order they are listed.
@@ -36,6 +39,8 @@ func modelPresets() []modelPreset {
 			build: nn.MLP},
 		{name: "cnn", about: "two convolutions with max pooling, a dense layer (--hidden), the output layer (Papernot et al.'s DP-SGD CNN)",
 			image: true, build: nn.CNN},
+		{name: "wrn16-4", about: "WideResNet-16-4 with GroupNorm and weight-standardized convolutions (De et al.'s DP image classifier); ReLU, its own widths",
+			image: true, stack: func(input []int, classes int) (nn.Arch, error) { return nn.WideResNet(input, classes, 16, 4) }},
 	}
 }
 
@@ -66,6 +71,13 @@ func lookupPreset(name string) (modelPreset, error) {
 func (p modelPreset) arch(dataset string, input []int, classes int, hidden []int, act nn.Activation) (nn.Arch, error) {
 	if p.image && len(input) != 3 {
 		return nn.Arch{}, usagef("--model %s needs image data ([C,H,W] examples); %s has shape %v", p.name, dataset, input)
+	}
+	if p.stack != nil {
+		a, err := p.stack(input, classes)
+		if err != nil {
+			return nn.Arch{}, usagef("--model %s: %v", p.name, err)
+		}
+		return a, nil
 	}
 	return p.build(input, classes, hidden, act), nil
 }
@@ -157,6 +169,15 @@ func stackString(specs []nn.LayerSpec) string {
 			p += strconv.Itoa(s.Filters)
 		case "residual":
 			p = "residual(" + stackString(s.Body) + ")"
+			if len(s.Shortcut) > 0 {
+				p += "+shortcut(" + stackString(s.Shortcut) + ")"
+			}
+		}
+		if s.Groups > 1 && s.Type == "conv2d" {
+			p += "/g" + strconv.Itoa(s.Groups)
+		}
+		if s.Standardize {
+			p += "ws"
 		}
 		parts = append(parts, p)
 	}
@@ -188,6 +209,8 @@ type modelJSON struct {
 	Activation string      `json:"activation,omitempty"`
 	Params     int         `json:"params"`
 	Layers     []layerJSON `json:"layers"`
+	// Stack names a stack preset's layers (its layers list is then empty).
+	Stack string `json:"stack,omitempty"`
 }
 
 // modelsJSON is what dpsgd models --json prints. Keys are a contract (TestModelsJSON); add,
@@ -220,6 +243,12 @@ func listModels(b datasets.Builtin) (modelsJSON, error) {
 				return out, err
 			}
 			m.Reason = strings.TrimPrefix(ue.err.Error(), "--model "+p.name+" ")
+			out.Models = append(out.Models, m)
+			continue
+		}
+		if a.Kind == nn.KindStack {
+			// A stack preset: its layer list, as the start-up line names it.
+			m.Available, m.Params, m.Activation, m.Stack = true, a.NumParams(), "relu", stackString(a.Stack)
 			out.Models = append(out.Models, m)
 			continue
 		}
@@ -313,6 +342,9 @@ func printModels(w io.Writer, list modelsJSON) error {
 			act = ", " + m.Activation
 		}
 		fmt.Fprintf(w, "\n%s%s: %s parameters%s\n  %s\n", m.Name, def, groupDigits(m.Params), act, m.About)
+		if m.Stack != "" {
+			fmt.Fprintf(w, "  layers: %s\n", m.Stack)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, l := range m.Layers {
 			what := fmt.Sprintf("dense %d → %d", l.In, l.Out)
