@@ -24,6 +24,7 @@ func extLayerModels() []layerModel {
 	hw := in(9, 12)
 	f1 := g1 * g2 * in(1, 2)
 	stride, pad := in(2, 3), in(1, 2)
+	d, h := in(5, 11), in(3, 9)
 	return []layerModel{
 		{"grouped-conv", nn.Arch{Kind: nn.KindStack, Input: []int{c, hw, hw}, Classes: k, Stack: []nn.LayerSpec{
 			{Type: "conv2d", Filters: f1, Kernel: 3, Stride: stride, Pad: pad, Groups: g1}, {Type: "tanh"},
@@ -38,6 +39,13 @@ func extLayerModels() []layerModel {
 			}, Shortcut: []nn.LayerSpec{{Type: "conv2d", Filters: 2 * f1, Kernel: 1, Stride: stride, Standardize: true}}},
 			{Type: "residual", Body: []nn.LayerSpec{{Type: "groupnorm", Groups: 1}, {Type: "gelu"}, {Type: "conv2d", Filters: 2 * f1, Kernel: 3, Stride: 1, Pad: 1, Groups: 2}}},
 			{Type: "avgpool", Kernel: 2, Stride: 2}, {Type: "flatten"}, {Type: "dense", Units: k},
+		}}},
+		{"loss-bce", nn.Arch{Kind: nn.KindStack, Input: []int{d}, Classes: 2, Loss: nn.LossBCE, Stack: []nn.LayerSpec{
+			{Type: "dense", Units: h}, {Type: "layernorm"}, {Type: "tanh"}, {Type: "dense", Units: 1},
+		}}},
+		{"loss-mse", nn.Arch{Kind: nn.KindStack, Input: []int{c, hw, hw}, Classes: k, Loss: nn.LossMSE, Stack: []nn.LayerSpec{
+			{Type: "conv2d", Filters: f1, Kernel: 3, Stride: stride, Pad: pad}, {Type: "gelu"}, {Type: "flatten"},
+			{Type: "dense", Units: h}, {Type: "tanh"}, {Type: "dense", Units: k},
 		}}},
 	}
 }

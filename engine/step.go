@@ -200,7 +200,7 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 			continue
 		}
 		zi, yi := logits[i*k:(i+1)*k], y[i*k:(i+1)*k]
-		r.loss += nn.XentRowLoss(zi, yi)
+		r.loss += nn.RowLoss(r.net.Arch.Loss, zi, yi)
 		if argmax(zi) == argmax(yi) {
 			r.correct++
 		}

@@ -59,6 +59,9 @@ type Arch struct {
 	// Stack is the layer list of a stack model (nil for the presets, and then not encoded, so
 	// that a preset's encoding is what it was before stacks).
 	Stack []LayerSpec `json:",omitempty"`
+	// Loss is a stack's training loss (loss.go): "" (the softmax cross-entropy), "bce" or
+	// "mse"; not encoded when "", so that files written before it read and re-encode alike.
+	Loss string `json:",omitempty"`
 }
 
 // LogReg is multinomial logistic regression: one dense layer.
@@ -121,6 +124,9 @@ func (a Arch) Validate() error {
 		if v < 1 {
 			return fmt.Errorf("arch: input shape %v has a dimension < 1", a.Input)
 		}
+	}
+	if a.Loss != "" && a.Kind != KindStack {
+		return fmt.Errorf("arch: loss %q: a preset trains with the softmax cross-entropy; another loss needs a model file", a.Loss)
 	}
 	if a.Kind == KindStack || len(a.Stack) > 0 {
 		if a.Kind != KindStack {

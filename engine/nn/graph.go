@@ -150,6 +150,11 @@ func (n *Net) build() error {
 		return fmt.Errorf("the layers built %d GEMM layers and %d other tensors, declared %d and %d", bld.gemm, bld.other, len(d.Gemm), len(d.Other))
 	}
 	nodes := bld.gemms
+	if n.Arch.Loss == LossBCE {
+		if logits, err = bceLogits(logits, B); err != nil {
+			return err
+		}
+	}
 	G.Read(logits, &n.logits)
 
 	if !n.train {
@@ -232,6 +237,9 @@ func (n *Net) build() error {
 // oracle keeps Gorgonia's LogSoftMax, correct on a single row, so that it stays independent of
 // the training nets' loss.
 func (n *Net) lossNode(logits *G.Node) (*G.Node, error) {
+	if n.Arch.Loss == LossMSE {
+		return n.mseLossNode(logits)
+	}
 	if !n.oracle {
 		s := logits.Shape()
 		return G.ApplyOp(&xentOp{b: s[0], k: s[1]}, logits, n.y)

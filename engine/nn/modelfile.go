@@ -34,6 +34,7 @@ func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	}
 	var top struct {
 		Layers []json.RawMessage `json:"layers"`
+		Loss   *string           `json:"loss"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -51,7 +52,11 @@ func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	if err != nil {
 		return Arch{}, fmt.Errorf("model file: %w", err)
 	}
-	a := Arch{Kind: KindStack, Input: append([]int(nil), input...), Classes: classes, Stack: specs}
+	loss, err := parseLoss(top.Loss)
+	if err != nil {
+		return Arch{}, fmt.Errorf("model file: %w", err)
+	}
+	a := Arch{Kind: KindStack, Input: append([]int(nil), input...), Classes: classes, Stack: specs, Loss: loss}
 	if err := a.Validate(); err != nil {
 		return Arch{}, fmt.Errorf("model file: %w", err)
 	}

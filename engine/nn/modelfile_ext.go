@@ -45,3 +45,16 @@ func parseShortcut(fields map[string]json.RawMessage, where string, depth int, c
 	}
 	return parseLayers(list, strings.SplitN(where, " ", 2)[0]+".shortcut.", depth+1, count)
 }
+
+// parseLoss reads the model file's optional "loss": softmax_xent (the default, stored as ""),
+// bce or mse.
+func parseLoss(v *string) (string, error) {
+	if v == nil || *v == LossXent {
+		return "", nil
+	}
+	switch *v {
+	case LossBCE, LossMSE:
+		return *v, nil
+	}
+	return "", fmt.Errorf("\"loss\" = %q: want %s (the default), %s or %s", *v, LossXent, LossBCE, LossMSE)
+}

@@ -203,8 +203,8 @@ func (a Arch) plan() (*Sequential, *Decl, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if out.Layout != Flat || out.C != a.Classes {
-		return nil, nil, fmt.Errorf("the last layer gives %v, want the %d class logits (end with a dense layer of %d units)", out, a.Classes, a.Classes)
+	if err := checkLoss(a.Loss, out, a.Classes); err != nil {
+		return nil, nil, err
 	}
 	return seq, d, nil
 }
