@@ -145,7 +145,9 @@ func (op *mseOp) Do(inputs ...G.Value) (G.Value, error) {
 	}
 	var loss G.Value
 	_, err = floatDo(op, nil, in,
-		func(op *mseOp, _ []float32, in [][]float32) { loss = G.NewF32(float32(mseLoss(in[0], in[1], op.b, op.k))) },
+		func(op *mseOp, _ []float32, in [][]float32) {
+			loss = G.NewF32(float32(mseLoss(in[0], in[1], op.b, op.k)))
+		},
 		func(op *mseOp, _ []float64, in [][]float64) { loss = G.NewF64(mseLoss(in[0], in[1], op.b, op.k)) })
 	if err != nil {
 		return nil, err
@@ -204,8 +206,10 @@ func mseGradKernel[T float32 | float64](g float64) func(op *mseOp, out []T, in [
 
 func (op *mseOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *mseOp) Hashcode() uint32      { return hashOf(op) }
-func (op *mseOp) String() string        { return fmt.Sprintf("%sSquaredError{%d×%d}", gradPrefix(op.diff), op.b, op.k) }
-func (op *mseOp) DiffWRT(int) []bool    { return []bool{true, false} }
+func (op *mseOp) String() string {
+	return fmt.Sprintf("%sSquaredError{%d×%d}", gradPrefix(op.diff), op.b, op.k)
+}
+func (op *mseOp) DiffWRT(int) []bool { return []bool{true, false} }
 
 func (op *mseOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if op.diff || len(inputs) != 2 {
