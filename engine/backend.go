@@ -69,6 +69,9 @@ func (r *run[T]) dpStep(ds *datasets.Dataset, idx []int, noise stepNoise, lr, ex
 	if r.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}
+	if cb, ok := r.be.(*cpuBackend[T]); ok {
+		cb.setDropoutStep(noise.key)
+	}
 	st, err := r.be.clippedSum(ds, idx, clip)
 	if err != nil {
 		return st, r.deviceErr(err)

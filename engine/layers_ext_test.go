@@ -40,6 +40,11 @@ func extLayerModels() []layerModel {
 			{Type: "residual", Body: []nn.LayerSpec{{Type: "groupnorm", Groups: 1}, {Type: "gelu"}, {Type: "conv2d", Filters: 2 * f1, Kernel: 3, Stride: 1, Pad: 1, Groups: 2}}},
 			{Type: "avgpool", Kernel: 2, Stride: 2}, {Type: "flatten"}, {Type: "dense", Units: k},
 		}}},
+		{"dropout", nn.Arch{Kind: nn.KindStack, Input: []int{c, hw, hw}, Classes: k, Stack: []nn.LayerSpec{
+			{Type: "conv2d", Filters: f1, Kernel: 3, Stride: stride, Pad: pad}, {Type: "dropout", Rate: 0.1 + 0.4*r.Float64()}, {Type: "relu"},
+			{Type: "residual", Body: []nn.LayerSpec{{Type: "groupnorm", Groups: 1}, {Type: "dropout", Rate: 0.5}, {Type: "conv2d", Filters: f1, Kernel: 3, Stride: 1, Pad: 1}}},
+			{Type: "flatten"}, {Type: "dense", Units: h}, {Type: "tanh"}, {Type: "dropout", Rate: 0.3}, {Type: "dense", Units: k},
+		}}},
 		{"loss-bce", nn.Arch{Kind: nn.KindStack, Input: []int{d}, Classes: 2, Loss: nn.LossBCE, Stack: []nn.LayerSpec{
 			{Type: "dense", Units: h}, {Type: "layernorm"}, {Type: "tanh"}, {Type: "dense", Units: 1},
 		}}},

@@ -132,6 +132,10 @@ func TestLayersAgainstOracle(t *testing.T) {
 				}
 				y := tensor.New(tensor.WithShape(1, m.arch.Classes), tensor.Of(tensor.Float64))
 				y.Data().([]float64)[ds.Y[i]] = 1
+				// The oracle's dropout masks are the step's for example i (nn.Dropout).
+				if err := oracle.SetDropoutSeeds([]uint64{nn.DropoutSeed(rep.dropStep, rows[i])}); err != nil {
+					t.Fatal(err)
+				}
 				if perEx[i], err = oracle.Grad(x, y); err != nil {
 					t.Fatal(err)
 				}

@@ -30,6 +30,11 @@ type Net struct {
 	sparse []*SparseTap
 	loss   G.Value
 
+	// dropout: the training net has dropout layers, whose masks read dropSeeds (one per row,
+	// SetDropoutSeeds; layer_dropout.go).
+	dropout   bool
+	dropSeeds []uint64
+
 	geo0    convGeom      // first convolution, when the model has one
 	patches *tensor.Dense // its im2col'd input, filled by Run
 	logits  G.Value

@@ -249,6 +249,8 @@ type Builder struct {
 	other int // next other parameter, counted from the first non-GEMM tensor
 	nGemm int
 
+	dropouts int // dropout layers built
+
 	gemms  []layerNodes
 	mats   []*matNode
 	sparse []*sparseNode

@@ -170,6 +170,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 	case "tempered_sigmoid":
 		err = firstErr(numField("scale", 2, 0, 1e6, true, &s.Scale), numField("temp", 2, 0, 1e6, true, &s.Temp),
 			numField("offset", 1, -1e6, 1e6, false, &s.Offset))
+	case "dropout":
+		err = dropoutField(fields, where, &s)
 	case "residual":
 		if depth >= MaxStackDepth {
 			return LayerSpec{}, fmt.Errorf("layer %s: residual blocks nested deeper than %d", where, MaxStackDepth)

@@ -58,3 +58,15 @@ func parseLoss(v *string) (string, error) {
 	}
 	return "", fmt.Errorf("\"loss\" = %q: want %s (the default), %s or %s", *v, LossXent, LossBCE, LossMSE)
 }
+
+// dropoutField reads dropout's required "rate", a number with 0 ≤ rate < 1.
+func dropoutField(fields map[string]json.RawMessage, where string, s *LayerSpec) error {
+	v, ok := fields["rate"]
+	if !ok {
+		return fmt.Errorf("layer %s: \"rate\" is required (0 ≤ rate < 1)", where)
+	}
+	if err := json.Unmarshal(v, &s.Rate); err != nil || !(s.Rate >= 0 && s.Rate < 1) {
+		return fmt.Errorf("layer %s: \"rate\": want a number with 0 ≤ rate < 1", where)
+	}
+	return nil
+}

@@ -35,6 +35,11 @@ func TestModelFileExtErrors(t *testing.T) {
 		{"loss twice", `{"loss": "mse", "loss": "bce", "layers": [{"type": "flatten"}, {"type": "dense", "units": 3}]}`, 3, `key "loss" twice`},
 		{"bce classes", `{"loss": "bce", "layers": [{"type": "flatten"}, {"type": "dense", "units": 1}]}`, 3, "loss bce needs two classes"},
 		{"bce units", `{"loss": "bce", "layers": [{"type": "flatten"}, {"type": "dense", "units": 2}]}`, 2, "want one logit for loss bce"},
+		{"dropout rate missing", `{"layers": [{"type": "flatten"}, {"type": "dropout"}, {"type": "dense", "units": 3}]}`, 3, `layer 1 (dropout): "rate" is required (0 ≤ rate < 1)`},
+		{"dropout rate one", `{"layers": [{"type": "flatten"}, {"type": "dropout", "rate": 1}, {"type": "dense", "units": 3}]}`, 3, `layer 1 (dropout): "rate": want a number with 0 ≤ rate < 1`},
+		{"dropout rate negative", `{"layers": [{"type": "flatten"}, {"type": "dropout", "rate": -0.1}, {"type": "dense", "units": 3}]}`, 3, `"rate": want a number with 0 ≤ rate < 1`},
+		{"dropout rate string", `{"layers": [{"type": "flatten"}, {"type": "dropout", "rate": "0.5"}, {"type": "dense", "units": 3}]}`, 3, `"rate": want a number`},
+		{"dropout on image", `{"layers": [{"type": "dropout", "rate": 0.5}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`, 3, "layer 0.dropout: dropout on the raw image"},
 		{"mse units", `{"loss": "mse", "layers": [{"type": "flatten"}, {"type": "dense", "units": 1}]}`, 3, "want the 3 class logits"},
 	}
 	for _, tc := range cases {

@@ -172,6 +172,7 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 16384, "kernel": 1024, "stride": 1024, "pad": 1024}, {"type": "avgpool", "kernel": 1}, {"type": "flatten"}, {"type": "dense", "units": 1048576}]}`), uint8(1))
 	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 7, "dim": 3}, {"type": "groupnorm", "groups": 3}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Add([]byte(`{"loss": "mse", "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "groups": 2, "standardize": true}, {"type": "residual", "body": [{"type": "conv2d", "filters": 8, "kernel": 3, "stride": 2, "pad": 1, "groups": 4}], "shortcut": [{"type": "conv2d", "filters": 8, "kernel": 1, "stride": 2, "standardize": true}]}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "dense", "units": 4}, {"type": "dropout", "rate": 0.999999}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
 		input := [][]int{{6}, {1, 28, 28}, {2, 7, 7}}[int(in)%3]
 		a, err := ParseModelFile(data, input, 3)

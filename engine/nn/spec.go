@@ -64,6 +64,7 @@ var layerKinds = map[string]string{
 	"groupnorm":        "groups",
 	"residual":         "body, shortcut",
 	"embedding":        "vocab, dim",
+	"dropout":          "rate",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -145,10 +146,16 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			}
 		}
 		return r, nil
+	case "dropout":
+		l := &Dropout{Rate: s.Rate}
+		if _, err := l.Plan(Shape{}, nil); err != nil {
+			return nil, err
+		}
+		return l, nil
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}
-	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, residual", s.Type)
+	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, residual, dropout", s.Type)
 }
 
 func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
