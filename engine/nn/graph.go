@@ -221,7 +221,7 @@ func (n *Net) build() error {
 		n.taps = append(n.taps, t)
 	}
 	for k, m := range bld.mats {
-		t := &MatTap{Name: m.name, Params: m.params, Width: m.width, grad: m.grad, tapVal: make([]G.Value, len(m.taps))}
+		t := &MatTap{Name: m.name, Params: m.params, Width: m.width, grad: m.grad, prep: m.prep, tapVal: make([]G.Value, len(m.taps))}
 		for j, tn := range m.taps {
 			G.Read(tn, &t.tapVal[j])
 		}

@@ -175,7 +175,9 @@ func (b *Builder) wsGemm(a *G.Node, positions, in, out int) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.Materialize("conv2d-ws", []int{wi, bi}, (in+1)*out, z, []*G.Node{a}, wsRule(positions, in, out, b.net.params.List[wi]))
+	grad, prep := wsRule(positions, in, out, b.net.params.List[wi])
+	b.Materialize("conv2d-ws", []int{wi, bi}, (in+1)*out, z, []*G.Node{a}, grad)
+	b.mats[len(b.mats)-1].prep = prep
 	return z, nil
 }
 
@@ -200,10 +202,15 @@ func wsStats(w []float64, in, out int) (mu, inv []float64) {
 
 // wsRule is the materialized rule of a weight-standardized convolution: example i's gradient
 // of Ŵ, Aᵢᵀ·Eᵢ over its positions, mapped through the standardization's Jacobianᵀ, then its
-// bias gradient Σₚ eₚ (all in float64). The Jacobian is recomputed from the parameter's
-// current values, which do not change during a step.
-func wsRule(positions, in, out int, wp *Param) MatGradFunc {
-	return func(dst []float64, i int, taps [][]float64, e []float64) {
+// bias gradient Σₚ eₚ (all in float64). prep, run once per Run before the examples, reads the
+// weights (which do not change during a step) and their column statistics, in float64.
+func wsRule(positions, in, out int, wp *Param) (grad MatGradFunc, prep func()) {
+	var w, mu, inv []float64
+	prep = func() {
+		w = append(w[:0], widen(wp.Value)...)
+		mu, inv = wsStats(w, in, out)
+	}
+	grad = func(dst []float64, i int, taps [][]float64, e []float64) {
 		a := taps[0][i*positions*in : (i+1)*positions*in]
 		ei := e[i*positions*out : (i+1)*positions*out]
 		gw, gb := dst[:in*out], dst[in*out:in*out+out]
@@ -214,8 +221,6 @@ func wsRule(positions, in, out int, wp *Param) MatGradFunc {
 				gb[o] += v
 			}
 		}
-		w := widen(wp.Value)
-		mu, inv := wsStats(w, in, out)
 		n := float64(in)
 		for o := range out {
 			var sg, sgx float64
@@ -232,6 +237,7 @@ func wsRule(positions, in, out int, wp *Param) MatGradFunc {
 			}
 		}
 	}
+	return grad, prep
 }
 
 // wsOp standardizes each column of an in×out weight matrix (in float64): the training and
