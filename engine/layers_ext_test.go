@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/dpsgd/dpsgd/engine/nn"
+	"github.com/dpsgd/dpsgd/engine/sampler"
 )
 
 // extLayerModels are the stacks of the grouped and weight-standardized convolutions, the
@@ -95,5 +97,40 @@ func TestAdversarialExtLayers(t *testing.T) {
 	}
 	if len(stats.first) > 0 {
 		t.Errorf("%d kinds of failures; first ones:\n%s", len(stats.failures), strings.Join(stats.first, "\n"))
+	}
+}
+
+// TestDropoutTrainingReproducible: a run with dropout gives bit-identical parameters from one
+// seed, whatever the scheduling of its two replicas, and other parameters from another seed
+// or with rate 0 (the masks drop something).
+func TestDropoutTrainingReproducible(t *testing.T) {
+	train, test := smallProblem(t)
+	arch := func(rate float64) nn.Arch {
+		return nn.Arch{Kind: nn.KindStack, Input: train.Shape, Classes: train.Classes, Stack: []nn.LayerSpec{
+			{Type: "dense", Units: 16}, {Type: "dropout", Rate: rate}, {Type: "tanh"}, {Type: "dense", Units: train.Classes},
+		}}
+	}
+	run := func(rate float64, seed uint64, phys int) string {
+		cfg := smallConfig(train)
+		cfg.Arch, cfg.Seed, cfg.Epochs, cfg.PhysicalBatch = arch(rate), seed, 1, phys
+		smp, err := sampler.NewPoisson(train.N, 100.0/float64(train.N), seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Train(context.Background(), cfg, train, test, smp, poissonPrivacy(t, smp.SampleRate(), 1, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ParamsDigest
+	}
+	a, b, c := run(0.4, 7, 64), run(0.4, 7, 64), run(0.4, 8, 64)
+	if a != b {
+		t.Errorf("same seed: %s and %s", a, b)
+	}
+	if a == c {
+		t.Errorf("seeds 7 and 8 gave the same parameters %s", a)
+	}
+	if z := run(0, 7, 64); z == a {
+		t.Errorf("rate 0.4 and rate 0 gave the same parameters %s: the masks dropped nothing", a)
 	}
 }

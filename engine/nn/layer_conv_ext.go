@@ -73,6 +73,11 @@ func (l *Conv2d) planExt(in Shape, d *Decl, g convGeom) (Shape, error) {
 	// per-example gradients the step materializes.
 	d.Values += 2*float64(g.positions)*float64(g.patch) + float64(gr)*float64(g.positions)*float64(g.filters)
 	d.Values += float64(g.patch+gr) * float64(fo)
+	if l.Standardize {
+		// The materialized rule's float64 copies: its input rows and its per-example
+		// gradients, each worth two float32 values.
+		d.Values += 2*float64(g.positions)*float64(g.patch) + float64(g.patch+gr)*float64(fo)
+	}
 	return Shape{Layout: Rows, C: g.filters, H: g.outH, W: g.outW}, nil
 }
 
