@@ -2,7 +2,11 @@
 // Residual; dense, conv2d, pooling, flatten, activations, LayerNorm, GroupNorm), each layer with
 // a per-example rule the DP step uses to clip without a per-example backward pass
 // (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it;
-// an Embedding has the sparse rule (SparseTap).
+// an Embedding has the sparse rule (SparseTap). Convolutions may be grouped or
+// weight-standardized (layer_conv_ext.go), residual blocks may project their input (a
+// shortcut), Dropout draws per-example masks (layer_dropout.go), a stack may train with the
+// binary cross-entropy or the squared error (loss.go), and WideResNet builds De et al.'s
+// WRN from these layers (wrn.go).
 //
 // The GEMM rule exposes, for every layer with a weight matrix, the two matrices the DP step
 // needs: the layer's input rows A and the per-example errors E at its pre-activation. The
