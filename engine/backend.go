@@ -70,6 +70,9 @@ func (r *run[T]) dpStep(ds *datasets.Dataset, idx []int, noise stepNoise, lr, ex
 	if r.cfg.NonPrivate {
 		clip = math.Inf(1)
 	}
+	if cb, ok := r.be.(*cpuBackend[T]); ok {
+		cb.setDropoutStep(noise.key)
+	}
 	var st StepStats
 	var err error
 	if r.users != nil || r.aug != nil {

@@ -92,6 +92,10 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 		n := &cudaNode{name: fmt.Sprintf("%s%d (%s)", prefix, i, l.Kind()), in: cur}
 		cpuOnly := fmt.Errorf("layer %s runs on the CPU only (the CUDA backend runs dense, conv2d, embedding, layernorm, groupnorm, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid and residual layers)", n.name)
 		if r, ok := l.(*nn.Residual); ok {
+			// A projection shortcut is a second branch the backend does not walk.
+			if r.Shortcut != nil && len(r.Shortcut.Layers) > 0 {
+				return nil, cur, fmt.Errorf("layer %s: a residual block with a shortcut runs on the CPU only", n.name)
+			}
 			if r.Body == nil || cur.Layout == nn.Image {
 				return nil, cur, fmt.Errorf("layer %s: a residual block needs a non-empty body on a flat or convolved input", n.name)
 			}
@@ -116,6 +120,11 @@ func planSeq(layers []nn.Layer, in nn.Shape, d *nn.Decl, prefix string) ([]*cuda
 			}
 			n.kind = nodeGemm
 		case *nn.Conv2d:
+			// Grouped convolutions declare a GEMM layer per group and weight-standardized ones
+			// map their gradients through the standardization: neither is the backend's conv.
+			if l.Groups > 1 || l.Standardize {
+				return nil, cur, fmt.Errorf("layer %s: a grouped or weight-standardized convolution runs on the CPU only", n.name)
+			}
 			n.kind = nodeGemm
 			// The raw image is read as patches only by the model's first layer (as engine/nn's
 			// graph input); a convolution on the raw image elsewhere is not a model it builds.

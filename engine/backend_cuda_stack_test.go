@@ -88,12 +88,28 @@ func TestCUDASupportStacks(t *testing.T) {
 		{flat, `{"layers": [{"type": "dense", "units": 8}, {"type": "gelu"}, {"type": "dense", "units": 8}, {"type": "layernorm"}, {"type": "dense", "units": 4}]}`, ""},
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "relu"}, {"type": "residual", "body": [{"type": "conv2d", "filters": 4, "kernel": 3, "pad": 1}, {"type": "groupnorm", "groups": 2}]}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, ""},
 		{&datasets.Dataset{Shape: []int{6}, Classes: 4}, deviceTokenStackFile, ""},
+		// Grouped and weight-standardized convolutions, shortcuts and dropout run on the CPU only.
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "conv2d", "filters": 4, "kernel": 3, "groups": 2}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (conv2d): a grouped or weight-standardized convolution runs on the CPU only"},
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "standardize": true}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 0 (conv2d): a grouped or weight-standardized convolution runs on the CPU only"},
+		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "residual", "body": [{"type": "conv2d", "filters": 8, "kernel": 3, "pad": 1}], "shortcut": [{"type": "conv2d", "filters": 8, "kernel": 1}]}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (residual): a residual block with a shortcut runs on the CPU only"},
+		{flat, `{"layers": [{"type": "dense", "units": 8}, {"type": "dropout", "rate": 0.5}, {"type": "dense", "units": 4}]}`, "layer 1 (dropout) runs on the CPU only"},
+		{img, "", "wrn16-4"},
 		// Per-position dense and layernorm (the row layout) and attention run on the CPU only.
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "dense", "units": 4}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (dense) runs on the CPU only"},
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 3}, {"type": "layernorm"}, {"type": "flatten"}, {"type": "dense", "units": 4}]}`, "layer 1 (layernorm) runs on the CPU only"},
 		{img, `{"layers": [{"type": "conv2d", "filters": 4, "kernel": 7, "stride": 7}, {"type": "attention", "heads": 2, "dim": 4}, {"type": "meanpool"}, {"type": "dense", "units": 4}]}`, "layer 1 (attention) runs on the CPU only"},
 	} {
-		cfg := Config{Arch: stackArch(t, tc.file, tc.ds)}
+		var cfg Config
+		switch tc.file {
+		case "":
+			a, err := nn.WideResNet([]int{3, 32, 32}, 10, 16, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Arch, tc.want = a, "a grouped or weight-standardized convolution runs on the CPU only"
+		default:
+			cfg.Arch = stackArch(t, tc.file, tc.ds)
+		}
 		err := CUDASupport(&cfg)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CUDASupport(%s) = %v, want %q", tc.file, err, tc.want)

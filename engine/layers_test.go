@@ -99,7 +99,7 @@ func randomizeParams(p *nn.Params, seed uint64) {
 // parameter) to 1e-9 relative in float64; and with the clip at the median norm the clipped sum
 // of the whole batch equals the oracle's clipped sum.
 func TestLayersAgainstOracle(t *testing.T) {
-	for mi, m := range append(layerTestModels(), attentionTestModels()...) {
+	for mi, m := range append(layerTestModels(), append(attentionTestModels(), extLayerModels()...)...) {
 		t.Run(m.name, func(t *testing.T) {
 			const b = 5
 			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(mi+1))
@@ -132,6 +132,10 @@ func TestLayersAgainstOracle(t *testing.T) {
 				}
 				y := tensor.New(tensor.WithShape(1, m.arch.Classes), tensor.Of(tensor.Float64))
 				y.Data().([]float64)[ds.Y[i]] = 1
+				// The oracle's dropout masks are the step's for example i (nn.Dropout).
+				if err := oracle.SetDropoutSeeds([]uint64{nn.DropoutSeed(rep.dropStep, rows[i])}); err != nil {
+					t.Fatal(err)
+				}
 				if perEx[i], err = oracle.Grad(x, y); err != nil {
 					t.Fatal(err)
 				}
@@ -177,7 +181,7 @@ func TestLayersAgainstOracle(t *testing.T) {
 					t.Errorf("embedding: sparse norm %v, oracle %v", st.Norm2(b-1), want)
 				}
 			}
-			if len(rep.net.MatTaps()) == 0 && m.name != "tempered-sigmoid" {
+			if len(rep.net.MatTaps()) == 0 && m.name != "tempered-sigmoid" && m.name != "grouped-conv" && m.name != "loss-mse" {
 				t.Errorf("no materialized rule in %s", m.name)
 			}
 			clip := math.Sqrt(median(norms))

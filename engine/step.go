@@ -46,6 +46,11 @@ type replica[T kernels.Float] struct {
 	nonFinite int
 	clipped   int
 
+	// dropStep is the step's dropout seed (dropoutStepSeed) and seeds the rows' dropout
+	// seeds, for a net with dropout layers.
+	dropStep uint64
+	seeds    []uint64
+
 	// inspect, when set (tests only), is called at the end of each physical batch with the
 	// batch's dataset rows and mask, while the replica's taps and coefficients are those of
 	// the batch. It runs on the replica's goroutine.
@@ -128,6 +133,9 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 // gradStep.
 func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, clip float64) error {
 	r.fill(ds, rows, mask)
+	if err := r.setDropoutSeeds(rows); err != nil {
+		return err
+	}
 	if err := r.net.Run(r.x, r.y); err != nil {
 		return err
 	}
@@ -204,7 +212,7 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 			continue
 		}
 		zi, yi := logits[i*k:(i+1)*k], y[i*k:(i+1)*k]
-		r.loss += nn.XentRowLoss(zi, yi)
+		r.loss += nn.RowLoss(r.net.Arch.Loss, zi, yi)
 		if argmax(zi) == argmax(yi) {
 			r.correct++
 		}

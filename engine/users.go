@@ -222,6 +222,9 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 	if views != nil {
 		fillViews(r.x.Data().([]T), ds, rows, mask, gid, views)
 	}
+	if err := r.setDropoutSeeds(rows); err != nil {
+		return err
+	}
 	if err := r.net.Run(r.x, r.y); err != nil {
 		return err
 	}

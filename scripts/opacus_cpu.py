@@ -8,6 +8,10 @@ PYTHONPATH (Opacus is not part of this repository; fetch it, e.g. tag v1.4.0 for
     PYTHONPATH=/path/to/opacus-src python3 scripts/opacus_cpu.py --dpsgd ./bin/dpsgd \\
         --batches 256 1024 --rounds 5 --threads 2
 
+Opacus 1.4's source imports opt_einsum; where that package is missing, a directory SHIM with
+opt_einsum/__init__.py ("from .contract import contract") and opt_einsum/contract.py defining
+contract(*args, **kwargs) as torch.einsum(*args) on PYTHONPATH (PYTHONPATH=OPACUS:SHIM) stands in.
+
 What is compared, per model and logical batch B, in rounds that alternate the two libraries
 (dpsgd, then Opacus, then dpsgd, ...) so that load from other processes hits both alike; the
 best round of each is reported:
@@ -16,6 +20,8 @@ best round of each is reported:
     dense 10), ReLU, float32, summed cross-entropy, plain SGD, clip 1, noise multiplier 1;
     with --models transformer also the transformer preset (TorchTransformer: Opacus's
     DPMultiheadAttention for DP, nn.MultiheadAttention for PyTorch's non-private rate);
+    with --models wrn16-4, WideResNet-16-4 (GroupNorm, weight-standardized convolutions) on
+    CIFAR-10-shaped data (torch_wrn; one warm-up and at least one measured step: it is slow);
   * dpsgd: `dpsgd bench step --device cpu --json` (its DP and non-private steps interleaved,
     GOMAXPROCS = --threads, so as many graph replicas). dpsgd runs a logical batch's physical
     batches on its replicas in parallel, so --physical-batch 0 (the default here) takes
@@ -93,11 +99,52 @@ class TorchTransformer:
         return ViT()
 
 
+def torch_wrn(depth=16, width=4, classes=10):
+    """WideResNet-depth-width as dpsgd's wrn16-4 builds it (engine/nn.WideResNet): GroupNorm of 16
+    groups, weight-standardized convolutions (PyTorch has none: WSConv2d, a Conv2d whose forward
+    standardizes each output channel's weights, ε = 1e-5, population variance), pre-activation
+    blocks with a 1×1 projection where the shape changes, ReLU, global average pooling. Opacus
+    has no per-sample rule for WSConv2d and computes its per-sample gradients with functorch."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class WSConv2d(nn.Conv2d):
+        def forward(self, x):
+            w = self.weight
+            m = w.mean(dim=(1, 2, 3), keepdim=True)
+            v = w.var(dim=(1, 2, 3), keepdim=True, unbiased=False)
+            return F.conv2d(x, (w - m) / torch.sqrt(v + 1e-5), self.bias, self.stride, self.padding)
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.proj = cin != cout or stride != 1
+            self.n1, self.c1 = nn.GroupNorm(16, cin), WSConv2d(cin, cout, 3, stride, 1)
+            self.n2, self.c2 = nn.GroupNorm(16, cout), WSConv2d(cout, cout, 3, 1, 1)
+            self.sc = WSConv2d(cin, cout, 1, stride, 0) if self.proj else None
+
+        def forward(self, x):
+            a = F.relu(self.n1(x))
+            y = self.c2(F.relu(self.n2(self.c1(a))))
+            return y + (self.sc(a) if self.proj else x)
+
+    layers, c = [WSConv2d(3, 16, 3, 1, 1)], 16
+    for stage, f in enumerate([16 * width, 32 * width, 64 * width]):
+        for b in range((depth - 4) // 6):
+            layers.append(Block(c, f, 2 if stage > 0 and b == 0 else 1))
+            c = f
+    layers += [nn.GroupNorm(16, c), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
+    return nn.Sequential(*layers)
+
+
 def torch_model(name, dp=False):
     import torch.nn as nn
 
     if name == "transformer":
         return TorchTransformer.build(dp)
+    if name == "wrn16-4":
+        return torch_wrn()
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
     return nn.Sequential(
@@ -113,7 +160,9 @@ def opacus_rates(name, batch, min_time):
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
 
-    x = torch.rand(batch, 1, 28, 28)
+    x = torch.rand(batch, 3, 32, 32) if name == "wrn16-4" else torch.rand(batch, 1, 28, 28)
+    # The WideResNet takes seconds a step on two cores: one warm-up step and one measured.
+    warm, min_steps = (1, 1) if name == "wrn16-4" else (2, 3)
     y = torch.randint(0, 10, (batch,))
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     out = {}
@@ -130,14 +179,14 @@ def opacus_rates(name, batch, min_time):
             loss_fn(model(x), y).backward()
             opt.step()
 
-        for _ in range(2):
+        for _ in range(warm):
             step()
         n, t0 = 0, time.perf_counter()
         while True:
             step()
             n += 1
             el = time.perf_counter() - t0
-            if el >= min_time and n >= 3:
+            if el >= min_time and n >= min_steps:
                 break
         out[mode] = batch * n / el
     return out
@@ -156,6 +205,9 @@ def dpsgd_rates(binary, name, batch, threads, min_time, phys):
             "--physical-batch", str(phys), "--json", "--quiet"]
     if name == "cnn":
         args += ["--hidden", "32"]
+    if name == "wrn16-4":
+        args[args.index("mnist")] = "cifar10"
+        args += ["--min-steps", "1"]
     env = dict(os.environ, GOMAXPROCS=str(threads))
     res = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
     row = json.loads(res.stdout.strip().splitlines()[-1])["rows"][0]
@@ -166,7 +218,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dpsgd", default="./bin/dpsgd", help="the dpsgd binary")
     ap.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
-    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn", "transformer"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn", "transformer", "wrn16-4"])
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the best of each is kept")
     ap.add_argument("--threads", type=int, default=2, help="threads of both libraries")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of measurement per mode")

@@ -392,8 +392,6 @@ type benchStepFlags struct {
 func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := &benchStepFlags{}
 	fs := newFlagSet("dpsgd bench step")
-	fs.StringVar(&f.dataset, "dataset", "mnist", "input shape and classes: mnist (1×28×28, 10 classes) or synthetic (32 features, 10 classes); no data is read")
-	fs.StringVar(&f.model, "model", "mlp", "logreg, mlp, cnn or transformer (the train preset: --hidden and --activation do not apply)")
 	fs.StringVar(&f.hidden, "hidden", "256", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "tanh", "tanh or relu")
 	fs.StringVar(&f.batches, "batch-sizes", "256,1024", "logical batch sizes, comma-separated")
@@ -420,10 +418,12 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch f.dataset {
 	case "mnist":
 		shape = []int{1, 28, 28}
+	case "cifar10":
+		shape = []int{3, 32, 32}
 	case "synthetic":
 		shape = []int{32}
 	default:
-		return usagef("--dataset %q: want mnist or synthetic", f.dataset)
+		return usagef("--dataset %q: want mnist, cifar10 or synthetic", f.dataset)
 	}
 	act, err := nn.ParseActivation(f.activation)
 	if err != nil {
@@ -444,13 +444,6 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("--model cnn needs image input: use --dataset mnist")
 		}
 		arch = nn.CNN(shape, 10, hidden, act)
-	case "transformer":
-		if len(shape) != 3 {
-			return usagef("--model transformer needs image input: use --dataset mnist")
-		}
-		arch = nn.Transformer(shape, 10, nn.TransformerWidth, nn.TransformerHeads, 2)
-	default:
-		return usagef("--model %q: want logreg, mlp, cnn or transformer", f.model)
 	}
 	var batches []int
 	for _, part := range strings.Split(f.batches, ",") {

@@ -26,6 +26,9 @@ type modelPreset struct {
 	image bool // needs [C, H, W] examples
 	fixed bool // a layer stack of fixed widths: --hidden and --activation do not apply
 	build func(input []int, classes int, hidden []int, act nn.Activation) nn.Arch
+	// stack, for a preset that is a layer stack (its own widths and activation: --hidden and
+	// --activation do not apply), builds it in place of build.
+	stack func(input []int, classes int) (nn.Arch, error)
 }
 
 // modelPresets returns the presets, in the order they are listed.
@@ -42,6 +45,8 @@ func modelPresets() []modelPreset {
 			image: true, fixed: true, build: func(input []int, classes int, _ []int, _ nn.Activation) nn.Arch {
 				return nn.Transformer(input, classes, nn.TransformerWidth, nn.TransformerHeads, 2)
 			}},
+		{name: "wrn16-4", about: "WideResNet-16-4 with GroupNorm and weight-standardized convolutions (De et al.'s DP image classifier); ReLU, its own widths",
+			image: true, fixed: true, stack: func(input []int, classes int) (nn.Arch, error) { return nn.WideResNet(input, classes, 16, 4) }},
 	}
 }
 
@@ -72,6 +77,13 @@ func lookupPreset(name string) (modelPreset, error) {
 func (p modelPreset) arch(dataset string, input []int, classes int, hidden []int, act nn.Activation) (nn.Arch, error) {
 	if p.image && len(input) != 3 {
 		return nn.Arch{}, usagef("--model %s needs image data ([C,H,W] examples); %s has shape %v", p.name, dataset, input)
+	}
+	if p.stack != nil {
+		a, err := p.stack(input, classes)
+		if err != nil {
+			return nn.Arch{}, usagef("--model %s: %v", p.name, err)
+		}
+		return a, nil
 	}
 	return p.build(input, classes, hidden, act), nil
 }
@@ -168,8 +180,17 @@ func stackString(specs []nn.LayerSpec) string {
 			p += strconv.Itoa(s.Filters)
 		case "residual":
 			p = "residual(" + stackString(s.Body) + ")"
+			if len(s.Shortcut) > 0 {
+				p += "+shortcut(" + stackString(s.Shortcut) + ")"
+			}
 		case "attention":
 			p += strconv.Itoa(s.Heads) + "x" + strconv.Itoa(s.Dim)
+		}
+		if s.Groups > 1 && s.Type == "conv2d" {
+			p += "/g" + strconv.Itoa(s.Groups)
+		}
+		if s.Standardize {
+			p += "ws"
 		}
 		parts = append(parts, p)
 	}
@@ -204,6 +225,8 @@ type modelJSON struct {
 	// OtherParams counts the parameters outside the GEMM layers listed (a layer stack's
 	// normalizations and positional table): with the layers', the model's.
 	OtherParams int `json:"other_params"`
+	// Stack names a stack preset's layers (its layers list is then empty).
+	Stack string `json:"stack,omitempty"`
 }
 
 // modelsJSON is what dpsgd models --json prints. Keys are a contract (TestModelsJSON); add,
@@ -239,12 +262,16 @@ func listModels(b datasets.Builtin) (modelsJSON, error) {
 			out.Models = append(out.Models, m)
 			continue
 		}
+		if p.stack != nil {
+			// A stack preset: its layer list, as the start-up line names it.
+			m.Stack = stackString(a.Stack)
+		}
 		ls, err := a.Layers()
 		if err != nil {
 			return out, fmt.Errorf("preset %s on %s: %w", p.name, b.Name, err)
 		}
 		m.Available, m.Hidden, m.Params = true, a.Hidden, a.NumParams()
-		if len(a.Hidden) > 0 || len(a.Conv) > 0 {
+		if (len(a.Hidden) > 0 || len(a.Conv) > 0) && !p.fixed {
 			m.Activation = string(a.Activation)
 		}
 		gs := stackGemmSpecs(a.Stack)
@@ -335,6 +362,9 @@ func printModels(w io.Writer, list modelsJSON) error {
 			act = ", " + m.Activation
 		}
 		fmt.Fprintf(w, "\n%s%s: %s parameters%s\n  %s\n", m.Name, def, groupDigits(m.Params), act, m.About)
+		if m.Stack != "" {
+			fmt.Fprintf(w, "  layers: %s\n", m.Stack)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, l := range m.Layers {
 			what := fmt.Sprintf("dense %d → %d", l.In, l.Out)

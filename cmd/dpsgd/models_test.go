@@ -49,8 +49,16 @@ func TestModelsJSON(t *testing.T) {
 				}
 			}
 			if !m.Available {
-				if (m.Name != "cnn" && m.Name != "transformer") || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
+				if !modelPresets()[i].image || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
 					t.Errorf("%s/%s: unavailable: %q", b.Name, m.Name, m.Reason)
+				}
+				continue
+			}
+			if modelPresets()[i].stack != nil {
+				// A stack preset lists its layers by name; its count is its builder's.
+				a, err := modelPresets()[i].stack(b.Shape, b.Classes)
+				if err != nil || m.Stack == "" || len(m.Layers) != 0 || m.Params != a.NumParams() || m.Params < 1 {
+					t.Errorf("%s/%s: stack %q, %d layers, %d params (builder: %d, %v)", b.Name, m.Name, m.Stack, len(m.Layers), m.Params, a.NumParams(), err)
 				}
 				continue
 			}
@@ -128,7 +136,8 @@ func TestModelsTextAndErrors(t *testing.T) {
 		{[]string{"models", "mnist"}, `unexpected argument "mnist"`},
 		{[]string{"train", "--model", "transformer", "--hidden", "32"}, "--hidden does not apply to --model transformer"},
 		{[]string{"train", "--model", "transformer", "--dataset", "mnist", "--activation", "relu"}, "--activation does not apply to --model transformer"},
-		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn or transformer (dpsgd models lists them)`},
+		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn, transformer or wrn16-4 (dpsgd models lists them)`},
+		{[]string{"train", "--model", "wrn16-4", "--hidden", "32"}, "--hidden does not apply to --model wrn16-4"},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)
 		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {

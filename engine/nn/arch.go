@@ -2,7 +2,11 @@
 // Residual; dense, conv2d, pooling, flatten, activations, LayerNorm, GroupNorm), each layer with
 // a per-example rule the DP step uses to clip without a per-example backward pass
 // (docs/models.md): the presets (Arch.Model) and model files (ParseModelFile) are stacks of it;
-// an Embedding has the sparse rule (SparseTap).
+// an Embedding has the sparse rule (SparseTap). Convolutions may be grouped or
+// weight-standardized (layer_conv_ext.go), residual blocks may project their input (a
+// shortcut), Dropout draws per-example masks (layer_dropout.go), a stack may train with the
+// binary cross-entropy or the squared error (loss.go), and WideResNet builds De et al.'s
+// WRN from these layers (wrn.go).
 //
 // The GEMM rule exposes, for every layer with a weight matrix, the two matrices the DP step
 // needs: the layer's input rows A and the per-example errors E at its pre-activation. The
@@ -59,6 +63,9 @@ type Arch struct {
 	// Stack is the layer list of a stack model (nil for the presets, and then not encoded, so
 	// that a preset's encoding is what it was before stacks).
 	Stack []LayerSpec `json:",omitempty"`
+	// Loss is a stack's training loss (loss.go): "" (the softmax cross-entropy), "bce" or
+	// "mse"; not encoded when "", so that files written before it read and re-encode alike.
+	Loss string `json:",omitempty"`
 }
 
 // LogReg is multinomial logistic regression: one dense layer.
@@ -121,6 +128,9 @@ func (a Arch) Validate() error {
 		if v < 1 {
 			return fmt.Errorf("arch: input shape %v has a dimension < 1", a.Input)
 		}
+	}
+	if a.Loss != "" && a.Kind != KindStack {
+		return fmt.Errorf("arch: loss %q: a preset trains with the softmax cross-entropy; another loss needs a model file", a.Loss)
 	}
 	if a.Kind == KindStack || len(a.Stack) > 0 {
 		if a.Kind != KindStack {

@@ -30,6 +30,11 @@ type Net struct {
 	sparse []*SparseTap
 	loss   G.Value
 
+	// dropout: the training net has dropout layers, whose masks read dropSeeds (one per row,
+	// SetDropoutSeeds; layer_dropout.go).
+	dropout   bool
+	dropSeeds []uint64
+
 	geo0    convGeom      // first convolution, when the model has one
 	patches *tensor.Dense // its im2col'd input, filled by Run
 	logits  G.Value
@@ -150,6 +155,11 @@ func (n *Net) build() error {
 		return fmt.Errorf("the layers built %d GEMM layers and %d other tensors, declared %d and %d", bld.gemm, bld.other, len(d.Gemm), len(d.Other))
 	}
 	nodes := bld.gemms
+	if n.Arch.Loss == LossBCE {
+		if logits, err = bceLogits(logits, B); err != nil {
+			return err
+		}
+	}
 	G.Read(logits, &n.logits)
 
 	if !n.train {
@@ -211,7 +221,7 @@ func (n *Net) build() error {
 		n.taps = append(n.taps, t)
 	}
 	for k, m := range bld.mats {
-		t := &MatTap{Name: m.name, Params: m.params, Width: m.width, grad: m.grad, tapVal: make([]G.Value, len(m.taps))}
+		t := &MatTap{Name: m.name, Params: m.params, Width: m.width, grad: m.grad, prep: m.prep, tapVal: make([]G.Value, len(m.taps))}
 		for j, tn := range m.taps {
 			G.Read(tn, &t.tapVal[j])
 		}
@@ -232,6 +242,9 @@ func (n *Net) build() error {
 // oracle keeps Gorgonia's LogSoftMax, correct on a single row, so that it stays independent of
 // the training nets' loss.
 func (n *Net) lossNode(logits *G.Node) (*G.Node, error) {
+	if n.Arch.Loss == LossMSE {
+		return n.mseLossNode(logits)
+	}
 	if !n.oracle {
 		s := logits.Shape()
 		return G.ApplyOp(&xentOp{b: s[0], k: s[1]}, logits, n.y)

@@ -194,8 +194,14 @@ func (s *Sequential) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
 	return cur, nil
 }
 
-// Residual is y = x + Body(x): Body must give its input's shape back.
-type Residual struct{ Body *Sequential }
+// Residual is y = x + Body(x), or y = Shortcut(x) + Body(x) with a shortcut (a projection, such
+// as a 1×1 convolution with a stride, where the body changes the shape): the two branches must
+// give the same shape, and without a shortcut Body must give its input's shape back. The
+// shortcut's layers are named "block.shortcut.i.kind" and bring their own rules.
+type Residual struct {
+	Body     *Sequential
+	Shortcut *Sequential
+}
 
 // Kind is "residual".
 func (r *Residual) Kind() string { return "residual" }
@@ -212,6 +218,9 @@ func (r *Residual) Plan(in Shape, d *Decl) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
+	if r.Shortcut != nil {
+		return r.planShortcut(in, out, d)
+	}
 	if out != in {
 		return Shape{}, fmt.Errorf("the body maps %v to %v: a residual block must keep the shape", in, out)
 	}
@@ -224,6 +233,11 @@ func (r *Residual) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Shortcut != nil {
+		if x, err = r.Shortcut.Forward(b, x, in); err != nil {
+			return nil, fmt.Errorf("shortcut: %w", err)
+		}
+	}
 	return G.Add(x, y)
 }
 
@@ -234,6 +248,8 @@ type Builder struct {
 	gemm  int // next GEMM layer
 	other int // next other parameter, counted from the first non-GEMM tensor
 	nGemm int
+
+	dropouts int // dropout layers built
 
 	gemms  []layerNodes
 	mats   []*matNode

@@ -34,6 +34,7 @@ func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	}
 	var top struct {
 		Layers []json.RawMessage `json:"layers"`
+		Loss   *string           `json:"loss"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -51,7 +52,11 @@ func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	if err != nil {
 		return Arch{}, fmt.Errorf("model file: %w", err)
 	}
-	a := Arch{Kind: KindStack, Input: append([]int(nil), input...), Classes: classes, Stack: specs}
+	loss, err := parseLoss(top.Loss)
+	if err != nil {
+		return Arch{}, fmt.Errorf("model file: %w", err)
+	}
+	a := Arch{Kind: KindStack, Input: append([]int(nil), input...), Classes: classes, Stack: specs, Loss: loss}
 	if err := a.Validate(); err != nil {
 		return Arch{}, fmt.Errorf("model file: %w", err)
 	}
@@ -152,7 +157,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		err = intField("units", -1, 1, MaxUnits, &s.Units)
 	case "conv2d":
 		err = firstErr(intField("filters", -1, 1, MaxFilters, &s.Filters), intField("kernel", -1, 1, MaxWindow, &s.Kernel),
-			intField("stride", 1, 1, MaxWindow, &s.Stride), intField("pad", 0, 0, MaxWindow, &s.Pad))
+			intField("stride", 1, 1, MaxWindow, &s.Stride), intField("pad", 0, 0, MaxWindow, &s.Pad),
+			convExtFields(fields, where, &s))
 	case "maxpool", "avgpool":
 		if err = intField("kernel", -1, 1, MaxWindow, &s.Kernel); err == nil {
 			err = intField("stride", s.Kernel, 1, MaxWindow, &s.Stride)
@@ -169,6 +175,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 	case "tempered_sigmoid":
 		err = firstErr(numField("scale", 2, 0, 1e6, true, &s.Scale), numField("temp", 2, 0, 1e6, true, &s.Temp),
 			numField("offset", 1, -1e6, 1e6, false, &s.Offset))
+	case "dropout":
+		err = dropoutField(fields, where, &s)
 	case "residual":
 		if depth >= MaxStackDepth {
 			return LayerSpec{}, fmt.Errorf("layer %s: residual blocks nested deeper than %d", where, MaxStackDepth)
@@ -178,6 +186,9 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 			return LayerSpec{}, fmt.Errorf("layer %s: \"body\": want a non-empty list of layers", where)
 		}
 		s.Body, err = parseLayers(body, strings.SplitN(where, " ", 2)[0]+".", depth+1, count)
+		if err == nil {
+			s.Shortcut, err = parseShortcut(fields, where, depth, count)
+		}
 	}
 	if err != nil {
 		return LayerSpec{}, err

@@ -188,6 +188,8 @@ func FuzzParseModelFile(f *testing.F) {
 	f.Add([]byte(`{"layers": [{"type": "embedding", "vocab": 5, "dim": 4}, {"type": "position"}, {"type": "residual", "body": [{"type": "layernorm"}, {"type": "attention", "heads": 2, "dim": 6}]}, {"type": "dense", "units": 5}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 3, "kernel": 7, "stride": 7}, {"type": "attention", "heads": 4, "dim": 6}, {"type": "position", "heads": 1}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(2))
 	f.Add([]byte(`{"layers": [{"type": "conv2d", "filters": 2, "kernel": 1}, {"type": "attention", "heads": 16384, "dim": 16384}, {"type": "meanpool"}, {"type": "dense", "units": 3}]}`), uint8(1))
+	f.Add([]byte(`{"loss": "mse", "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "groups": 2, "standardize": true}, {"type": "residual", "body": [{"type": "conv2d", "filters": 8, "kernel": 3, "stride": 2, "pad": 1, "groups": 4}], "shortcut": [{"type": "conv2d", "filters": 8, "kernel": 1, "stride": 2, "standardize": true}]}, {"type": "flatten"}, {"type": "dense", "units": 3}]}`), uint8(2))
+	f.Add([]byte(`{"layers": [{"type": "dense", "units": 4}, {"type": "dropout", "rate": 0.999999}, {"type": "dense", "units": 3}]}`), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, in uint8) {
 		input := [][]int{{6}, {1, 28, 28}, {2, 7, 7}}[int(in)%3]
 		a, err := ParseModelFile(data, input, 3)

@@ -69,7 +69,11 @@ func (l *Dense) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) { retu
 // raw image (its im2col runs in Go, Net.Run); later, a convolved input in the row layout.
 type Conv2d struct {
 	Filters, Kernel, Stride, Pad int
-	name                         string
+	// Groups > 1 makes a grouped convolution and Standardize a weight-standardized one
+	// (layer_conv_ext.go).
+	Groups      int
+	Standardize bool
+	name        string
 }
 
 // Kind is "conv2d".
@@ -103,6 +107,9 @@ func (l *Conv2d) Plan(in Shape, d *Decl) (Shape, error) {
 	if g.positions*g.patch > MaxActivation {
 		return Shape{}, fmt.Errorf("its patch matrix takes %d×%d values per example: want at most %d", g.positions, g.patch, MaxActivation)
 	}
+	if l.extended() {
+		return l.planExt(in, d, g)
+	}
 	d.AddGemm(g.patch, g.filters, g.positions, l.name)
 	d.Values += 2 * float64(g.positions) * float64(g.patch)
 	if g.positions > 1 {
@@ -114,6 +121,13 @@ func (l *Conv2d) Plan(in Shape, d *Decl) (Shape, error) {
 // Forward adds the patches (unless x already is the raw image's patch matrix, the graph input
 // of a model that starts with this layer) and the GEMM.
 func (l *Conv2d) Forward(b *Builder, x *G.Node, in Shape) (*G.Node, error) {
+	if l.extended() {
+		g, err := l.geom(in)
+		if err != nil {
+			return nil, err
+		}
+		return l.forwardExt(b, x, in, g)
+	}
 	patch := x
 	if in.Layout == Rows {
 		op := newRowsOp(false, b.Batch(), in.H, in.W, in.C, l.Kernel, l.Stride, l.Pad)

@@ -17,6 +17,7 @@ type matNode struct {
 	out    *G.Node
 	taps   []*G.Node
 	grad   MatGradFunc
+	prep   func() // optional: called once per Run before the examples (Builder.MaterializePrepared)
 }
 
 // MatTap is the materialized per-example rule of one layer, the generic fallback any layer may
@@ -31,6 +32,7 @@ type MatTap struct {
 	Width  int
 
 	grad   MatGradFunc
+	prep   func()
 	tapVal []G.Value
 	eVal   G.Value
 	taps   [][]float64
@@ -39,11 +41,16 @@ type MatTap struct {
 
 // load widens the last Run's values to float64 (once per Run).
 func (t *MatTap) load() {
-	t.taps = t.taps[:0]
-	for _, v := range t.tapVal {
-		t.taps = append(t.taps, widen(v))
+	if len(t.taps) != len(t.tapVal) {
+		t.taps = make([][]float64, len(t.tapVal))
 	}
-	t.e = widen(t.eVal)
+	for k, v := range t.tapVal {
+		t.taps[k] = widenInto(t.taps[k], v)
+	}
+	t.e = widenInto(t.e, t.eVal)
+	if t.prep != nil {
+		t.prep()
+	}
 }
 
 // Example writes example i's gradient into dst[:Width].
@@ -51,6 +58,23 @@ func (t *MatTap) Example(dst []float64, i int) { t.grad(dst[:t.Width], i, t.taps
 
 // MatTaps lists the materialized rules' taps of the last Run (training nets only).
 func (n *Net) MatTaps() []*MatTap { return n.mats }
+
+// widenInto is widen reusing dst's storage for float32 data (the widened taps of every Run are
+// as large as the layer's inputs: a convolution's patch matrix).
+func widenInto(dst []float64, v G.Value) []float64 {
+	d, ok := v.Data().([]float32)
+	if !ok {
+		return widen(v)
+	}
+	if cap(dst) < len(d) {
+		dst = make([]float64, len(d))
+	}
+	dst = dst[:len(d)]
+	for j, x := range d {
+		dst[j] = float64(x)
+	}
+	return dst
+}
 
 // widen returns a value's backing slice as float64 values (float64 data itself, float32 data
 // converted).

@@ -26,6 +26,13 @@ type LayerSpec struct {
 	Dim     int         `json:"dim,omitempty"`     // embedding, attention
 	Heads   int         `json:"heads,omitempty"`   // attention
 	Body    []LayerSpec `json:"body,omitempty"`    // residual
+
+	// Grouped and weight-standardized convolutions (Groups 0 or 1: ungrouped), a residual
+	// block's shortcut branch (nil: the identity) and dropout's rate (layer_conv_ext.go,
+	// layer_dropout.go).
+	Standardize bool        `json:"standardize,omitempty"` // conv2d
+	Shortcut    []LayerSpec `json:"shortcut,omitempty"`    // residual
+	Rate        float64     `json:"rate,omitempty"`        // dropout
 }
 
 // Limits on a stack, so that its sizes are computed without overflow and a described model fits
@@ -46,7 +53,7 @@ const (
 // layerKinds lists the layer kinds a stack may name, with what each takes (docs/models.md).
 var layerKinds = map[string]string{
 	"dense":            "units",
-	"conv2d":           "filters, kernel, stride, pad",
+	"conv2d":           "filters, kernel, stride, pad, groups, standardize",
 	"maxpool":          "kernel, stride",
 	"avgpool":          "kernel, stride",
 	"flatten":          "",
@@ -56,12 +63,13 @@ var layerKinds = map[string]string{
 	"tempered_sigmoid": "scale, temp, offset",
 	"layernorm":        "",
 	"groupnorm":        "groups",
-	"residual":         "body",
+	"residual":         "body, shortcut",
 	"embedding":        "vocab, dim",
 	// The transformer's layers (layer_attention.go).
 	"attention": "heads, dim",
 	"position":  "",
 	"meanpool":  "",
+	"dropout":          "rate",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -97,7 +105,12 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			inRange("stride", s.Stride, 1, MaxWindow), inRange("pad", s.Pad, 0, MaxWindow)); err != nil {
 			return nil, err
 		}
-		return &Conv2d{Filters: s.Filters, Kernel: s.Kernel, Stride: s.Stride, Pad: s.Pad}, nil
+		if s.Groups != 0 {
+			if err := inRange("groups", s.Groups, 1, s.Filters); err != nil {
+				return nil, err
+			}
+		}
+		return &Conv2d{Filters: s.Filters, Kernel: s.Kernel, Stride: s.Stride, Pad: s.Pad, Groups: s.Groups, Standardize: s.Standardize}, nil
 	case "maxpool", "avgpool":
 		if err := firstErr(inRange("kernel", s.Kernel, 1, MaxWindow), inRange("stride", s.Stride, 1, MaxWindow)); err != nil {
 			return nil, err
@@ -143,7 +156,19 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Residual{Body: body}, nil
+		r := &Residual{Body: body}
+		if len(s.Shortcut) > 0 {
+			if r.Shortcut, err = stackOf(s.Shortcut, depth+1, count); err != nil {
+				return nil, fmt.Errorf("shortcut: %w", err)
+			}
+		}
+		return r, nil
+	case "dropout":
+		l := &Dropout{Rate: s.Rate}
+		if _, err := l.Plan(Shape{}, nil); err != nil {
+			return nil, err
+		}
+		return l, nil
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}
@@ -202,8 +227,8 @@ func (a Arch) plan() (*Sequential, *Decl, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if out.Layout != Flat || out.C != a.Classes {
-		return nil, nil, fmt.Errorf("the last layer gives %v, want the %d class logits (end with a dense layer of %d units)", out, a.Classes, a.Classes)
+	if err := checkLoss(a.Loss, out, a.Classes); err != nil {
+		return nil, nil, err
 	}
 	return seq, d, nil
 }
