@@ -69,7 +69,7 @@ var layerKinds = map[string]string{
 	"attention": "heads, dim",
 	"position":  "",
 	"meanpool":  "",
-	"dropout":          "rate",
+	"dropout":   "rate",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
