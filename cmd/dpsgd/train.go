@@ -138,7 +138,7 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.samplerName, "sampler", "poisson", "shuffle, poisson, poisson-truncated or allocation (every guarantee is stated for zero-out adjacency: q and the steps per epoch come from the dataset size, which is therefore public)")
 	fs.StringVar(&f.accountant, "accountant", "", "accountant proven for the sampler (default: the tightest; dpsgd account lists them)")
 	fs.IntVar(&f.batch, "batch-size", 0, "expected (logical) batch size")
-	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it")
+	fs.IntVar(&f.physBatch, "physical-batch", 256, "rows of the compiled graph; logical batches are split and padded to it (not given: min(256, batch) on a GPU; on the CPU at most 256, chosen so that a batch fills every replica, docs/design.md)")
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "poisson-truncated: largest logical batch (default: expected + 10 standard deviations + 10)")
 	fs.IntVar(&f.epochs, "epochs", 0, "epochs to train (the budget may stop earlier)")
 	fs.Float64Var(&f.sigma, "sigma", 0, "noise multiplier σ (noise std σ·C); default: calibrated to --target-epsilon over --epochs")
@@ -575,6 +575,7 @@ type trainJSON struct {
 	SigmaSource       string             `json:"sigma_source,omitempty"`
 	Clip              float64            `json:"clip"`
 	BatchSize         int                `json:"batch_size"`
+	PhysicalBatch     int                `json:"physical_batch"` // rows of each compiled graph (the clipped sums are grouped by it)
 	SampleRate        float64            `json:"sample_rate"`
 	TargetEpsilon     *float64           `json:"target_epsilon,omitempty"`
 	NonPrivate        bool               `json:"non_private"`
@@ -640,6 +641,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.deviceApply(rc, stderr); err != nil {
 		return err
 	}
+	f.applyPhysBatch(rc, resumeFrom)
 	if !f.secure && !f.nonPrivate {
 		fmt.Fprintf(stderr, "dpsgd: noise and sampling from seed %d (%s): whoever knows the seed can regenerate the noise; keep it private; not for production releases (use --secure)\n", f.seed, f.seedSourceText())
 	}
@@ -684,7 +686,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		StoppedByBudget: res.StoppedByBudget, ExamplesPerSecond: res.ExamplesPerSecond,
 		Sampler: rc.priv.Sampler.Name(), Accountant: "none", Dataset: f.dataset, Model: f.model,
 		Params: rc.cfg.Arch.NumParams(), Sigma: rc.cfg.Sigma, SigmaSource: rc.priv.SigmaSource, Clip: rc.cfg.Clip,
-		BatchSize: f.batch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
+		BatchSize: f.batch, PhysicalBatch: rc.cfg.PhysicalBatch, SampleRate: rc.priv.Sampler.SampleRate(), NonPrivate: rc.cfg.NonPrivate,
 		Seconds: res.Seconds, Interrupted: res.Interrupted,
 		Device: res.Device, Precision: res.Precision, DeviceName: deviceDescribe(res), BLAS: blasDesc, Seed: f.seed, SeedSource: f.seedSource,
 		History: epochsJSON(res.History, rc.priv.Sampler.StepsPerEpoch(), f.privateStats), Noise: rc.cfg.Noise,
