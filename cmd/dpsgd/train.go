@@ -104,6 +104,7 @@ type trainFlags struct {
 	precision                           string
 	deviceTimeout                       time.Duration
 	blas                                string // --blas ("" when not given: DPSGD_BLAS, else auto)
+	cpuProfile                          string // --cpuprofile (hidden): the CPU profile's file
 	replicas                            int
 	set                                 map[string]bool
 
@@ -162,6 +163,8 @@ func parseTrainFlags(args []string, stdout io.Writer) (*trainFlags, error) {
 	fs.IntVar(&f.replicas, "replicas", 0, "graph replicas run in parallel (default: one per CPU)")
 	addBLASFlag(fs, &f.blas)
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
+	_ = fs.MarkHidden("cpuprofile") // a developer's tool (docs/benchmarks.md), not part of the interface
 	fs.BoolVar(&f.privateStats, "private-stats", false, "also print and report statistics computed from the training data without privacy (train loss and accuracy, clipped fraction, realized example counts): NOT covered by the guarantee")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object on the last line of stdout")
 	fs.BoolVar(&f.allowChance, "allow-chance", false, "exit 0 even when the run learned nothing usable: its final test accuracy at chance (at most 1/K + 2 standard errors on the test set, K classes) "+
@@ -611,6 +614,13 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f, err := parseTrainFlags(args, stdout)
 	if err != nil {
 		return err // pflag.ErrHelp after --help: report exits 0
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	resumeFrom, err := f.ckptLoadResume()
 	if err != nil {
