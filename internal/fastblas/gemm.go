@@ -16,9 +16,6 @@ type Implementation struct {
 	lib *Library
 	s32 bool // Sgemm goes to lib
 	d64 bool // Dgemm goes to lib
-	// serial: the products left to gonum run on the calling goroutine (serialGemm, the same
-	// bits), for runs whose replicas have one core each (Select with threads 1).
-	serial bool
 }
 
 // Implementation returns the BLAS whose Sgemm and Dgemm are the library's.
@@ -41,10 +38,6 @@ var (
 // compute, else through gonum (which panics on bad arguments with its messages).
 func (im Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if !im.s32 || !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0 {
-		if im.serial {
-			serialGemm(im.Implementation.Sgemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-			return
-		}
 		im.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -55,10 +48,6 @@ func (im Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32
 // Dgemm is Sgemm for float64 matrices (blas.Float64).
 func (im Implementation) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	if !im.d64 || !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0 {
-		if im.serial {
-			serialGemm(im.Implementation.Dgemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-			return
-		}
 		im.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}

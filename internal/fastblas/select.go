@@ -61,7 +61,7 @@ func Select(n Name, threads int) (Choice, error) {
 func selectWith(n Name, threads int, open func(Name) (*Library, error)) (Choice, error) {
 	switch n {
 	case Go:
-		return goChoice(threads, ""), nil
+		return Choice{}, nil
 	case OpenBLAS, BLIS, MKL:
 		lib, err := open(n)
 		if err != nil {
@@ -89,16 +89,9 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error)) (Choice,
 		return choose(libs, threads), nil
 	}
 	if len(broken) > 0 {
-		return goChoice(threads, fmt.Sprintf("BLAS: %s, as no library found is usable (%s)", GoDescription, strings.Join(broken, "; "))), nil
+		return Choice{Note: fmt.Sprintf("BLAS: %s, as no library found is usable (%s)", GoDescription, strings.Join(broken, "; "))}, nil
 	}
-	return goChoice(threads, fmt.Sprintf("BLAS: %s; install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, Package(BLIS))), nil
-}
-
-// goChoice is gonum's BLAS for everything, its products on the calling goroutine when each
-// replica has one thread, with note.
-func goChoice(threads int, note string) Choice {
-	im := Implementation{serial: threads == 1}
-	return Choice{Impl: im, Graph: im, Note: note}
+	return Choice{Note: fmt.Sprintf("BLAS: %s; install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, Package(BLIS))}, nil
 }
 
 // choose sets the libraries' threads and takes the first library whose float32 and float64
@@ -111,7 +104,6 @@ func choose(libs []*Library, threads int) Choice {
 	for i, l := range libs {
 		l.SetThreads(threads)
 		im := l.Implementation()
-		im.serial = threads == 1
 		c := Choice{Impl: im, Graph: im}
 		c.Graph.s32, c.Graph.d64 = rowsIndependent(im)
 		if c.Graph.s32 && c.Graph.d64 {
@@ -129,7 +121,7 @@ func choose(libs []*Library, threads int) Choice {
 // Choice restores gonum's own. It sets process-wide variables that nothing guards: call it
 // before any computation starts, never while one runs.
 func Install(c Choice) {
-	if c.Impl == (Implementation{}) {
+	if c.Impl.lib == nil {
 		var g gonum.Implementation
 		blas32.Use(g)
 		blas64.Use(g)
