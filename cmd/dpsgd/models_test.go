@@ -16,7 +16,7 @@ import (
 func TestModelsJSON(t *testing.T) {
 	byHand := map[string]int{
 		"logreg": 784*10 + 10,
-		"mlp":    (784+1)*128 + (128+1)*10,
+		"mlp":    (784+1)*64 + (64+1)*10,
 		// conv1 16×(1·8·8)+16 on 28+2·3 → 14×14, pooled → 13×13; conv2 32×(16·4·4)+32 → 5×5,
 		// pooled → 4×4; dense 32·4·4 → 32; out 32 → 10.
 		"cnn": (1*8*8+1)*16 + (16*4*4+1)*32 + (32*4*4+1)*32 + (32+1)*10,
@@ -106,7 +106,7 @@ func TestModelsTextAndErrors(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errOut)
 	}
-	for _, want := range []string{"on mnist (examples 1×28×28, 10 classes)", "logreg: 7,850 parameters", "mlp: 101,770 parameters, tanh",
+	for _, want := range []string{"on mnist (examples 1×28×28, 10 classes)", "logreg: 7,850 parameters", "mlp: 50,890 parameters, tanh",
 		"cnn (the default): 26,010 parameters, tanh", "conv 16 filters of 64 inputs, 8×8 kernel, stride 2, pad 3, 196 positions, max-pool 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)

@@ -60,9 +60,10 @@ func presetFor(dataset, model string) preset {
 		// preset is meant to reach (docs/benchmarks.md, "The MNIST CNN recipe").
 		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
 	case "mnist/mlp":
-		// Momentum 0.9, lr 0.3, constant: 94.9% at ε = 3; plain SGD lr 1 with cosine and EMA
-		// reached 92.0% (docs/benchmarks.md).
-		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{128}, 2048, 60, 0.3, 0
+		// 784-64-10, 30 epochs, momentum 0.9 at lr 0.8, constant: 95.2% and 94.9% at ε = 3
+		// (seeds 1 and 2) for about 46 s of CPU, where 784-128-10 over 60 epochs at lr 0.3
+		// gave 95.0% for about 3 times the work (docs/benchmarks.md, "The MNIST recipes").
+		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{64}, 2048, 30, 0.8, 0
 		p.decay, p.schedule = 1e-4, "constant"
 	case "mnist/logreg":
 		p.batch, p.epochs, p.lr = 1024, 20, 0.5
