@@ -7,6 +7,7 @@ import (
 
 	"github.com/dpsgd/dpsgd/engine"
 	"github.com/dpsgd/dpsgd/engine/checkpoint"
+	"github.com/dpsgd/dpsgd/privacy"
 )
 
 // maxDefaultPhysBatch is the most rows the default physical batch gives a compiled graph.
@@ -64,7 +65,7 @@ func (f *trainFlags) applyPhysBatch(rc *runConfig, resumeFrom *checkpoint.Checkp
 		if replicas == 0 {
 			replicas = runtime.GOMAXPROCS(0)
 		}
-		rc.cfg.PhysicalBatch = defaultPhysBatch(f.batch, replicas, f.samplerName == "shuffle")
+		rc.cfg.PhysicalBatch = defaultPhysBatch(f.batch, replicas, f.samplerName == privacy.SamplerShuffle)
 	}
 	if rc.cfg.Checkpoint.Meta != nil {
 		rc.cfg.Checkpoint.Meta["physical-batch"] = strconv.Itoa(rc.cfg.PhysicalBatch)

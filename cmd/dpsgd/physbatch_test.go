@@ -97,6 +97,15 @@ func TestTrainDefaultPhysBatch(t *testing.T) {
 	if got := lastJSON(t, out); got["params_digest"] != ref["params_digest"] || got["physical_batch"] != float64(152) {
 		t.Errorf("resumed: digest %v, physical batch %v; uninterrupted %v, 152", got["params_digest"], got["physical_batch"], ref["params_digest"])
 	}
+	// Shuffling's batches are all of 256: two of 128, no slack.
+	code, out, errOut = runCmd(t, "train", "--sampler", "shuffle", "--hidden", "8", "--batch-size", "256", "--epochs", "1", "--sigma", "1",
+		"--seed", "3", "--device", "cpu", "--replicas", "2", "--json", "--quiet")
+	if code != 0 {
+		t.Fatalf("shuffle: exit %d: %s", code, errOut)
+	}
+	if got := lastJSON(t, out); got["physical_batch"] != float64(128) {
+		t.Errorf("shuffle: physical_batch %v, want 128", got["physical_batch"])
+	}
 	_, given, _ := ckptRun(t, append(args, "--epochs", "1", "--physical-batch", "64")...)
 	if given["physical_batch"] != float64(64) {
 		t.Errorf("--physical-batch 64: physical_batch %v", given["physical_batch"])
