@@ -61,9 +61,9 @@ func presetFor(dataset, model string) preset {
 		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{32}, 1024, 15, 0.5, 0.99
 	case "mnist/mlp":
 		// 784-64-10, 20 epochs, momentum 0.9 at lr 1, constant: 95.0%, 94.8% and 94.7% at
-		// ε = 3 (seeds 1, 2, 3) for about 30–35 s of CPU, where 784-128-10 over 60 epochs at lr 0.3
-		// gave 95.0% for about 4 times the work; 25 or 30 epochs gave 95.0% for 20–30% more
-		// (docs/benchmarks.md, "The MNIST recipes").
+		// ε = 3 (seeds 1, 2, 3) for about 30–35 s of CPU, where 784-128-10 over 60 epochs at
+		// lr 0.3 gave 95.0% for about 4 times the work; 25 or 30 epochs gave 95.0% for 20–30%
+		// more (docs/benchmarks.md, "The MNIST recipes").
 		p.hidden, p.batch, p.epochs, p.lr, p.ema = []int{64}, 2048, 20, 1, 0
 		p.decay, p.schedule = 1e-4, "constant"
 	case "mnist/logreg":
