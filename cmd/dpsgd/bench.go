@@ -143,7 +143,9 @@ func (f *benchSamplerFlags) config(ctx context.Context) (*bench.SamplersConfig, 
 	p := presetFor(f.dataset, f.model)
 	epochs, batch, seeds, targets, privEpochs := benchEpochs(f.dataset), p.batch, 3, f.targets, 0
 	if f.dataset == "mnist" && f.model == "mlp" {
-		batch = 2048
+		// The comparison's own model and rate (docs/benchmarks.md, "Samplers compared"), not
+		// train's later preset.
+		batch, p.hidden, p.lr = 2048, []int{128}, 0.3
 	}
 	if f.quick {
 		epochs, batch, seeds, privEpochs = 2, 200, 2, 3
