@@ -394,6 +394,8 @@ type benchStepFlags struct {
 func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := &benchStepFlags{}
 	fs := newFlagSet("dpsgd bench step")
+	fs.StringVar(&f.dataset, "dataset", "mnist", "input shape and classes: mnist (1×28×28, 10 classes), cifar10 (3×32×32, 10 classes) or synthetic (32 features, 10 classes); no data is read")
+	fs.StringVar(&f.model, "model", "mlp", "logreg, mlp, cnn, transformer or wrn16-4 (transformer and wrn16-4 are the train presets: --hidden and --activation do not apply)")
 	fs.StringVar(&f.hidden, "hidden", "256", "hidden layer widths, comma-separated (mlp; cnn: the dense layer)")
 	fs.StringVar(&f.activation, "activation", "tanh", "tanh or relu")
 	fs.StringVar(&f.batches, "batch-sizes", "256,1024", "logical batch sizes, comma-separated")
@@ -446,6 +448,17 @@ func benchStep(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("--model cnn needs image input: use --dataset mnist")
 		}
 		arch = nn.CNN(shape, 10, hidden, act)
+	case "transformer":
+		if len(shape) != 3 {
+			return usagef("--model transformer needs image input: use --dataset mnist or cifar10")
+		}
+		arch = nn.Transformer(shape, 10, nn.TransformerWidth, nn.TransformerHeads, 2)
+	case "wrn16-4":
+		if arch, err = nn.WideResNet(shape, 10, 16, 4); err != nil {
+			return usagef("--model wrn16-4: %v (use --dataset mnist or cifar10)", err)
+		}
+	default:
+		return usagef("--model %q: want logreg, mlp, cnn, transformer or wrn16-4", f.model)
 	}
 	var batches []int
 	for _, part := range strings.Split(f.batches, ",") {

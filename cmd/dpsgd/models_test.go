@@ -187,7 +187,7 @@ func TestPresetLR(t *testing.T) {
 		{"mnist", "cnn", "momentum", 0.5},
 		{"mnist", "cnn", "sgd", 0.5},
 		{"mnist", "cnn", "adam", 1e-3},
-		{"mnist", "mlp", "momentum", 0.3},
+		{"mnist", "mlp", "momentum", 1},
 	} {
 		if got := presetLR(presetFor(tc.dataset, tc.model), tc.optimizer); got != tc.want {
 			t.Errorf("%s/%s with %s: lr %v, want %v", tc.dataset, tc.model, tc.optimizer, got, tc.want)
