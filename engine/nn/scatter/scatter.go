@@ -44,6 +44,7 @@ type Transform struct {
 	psi              [][][]float64 // psi[n][res]: wavelet n = j·L + θ, periodized to (mp>>res)×(np>>res)
 	psiJ             []int
 	phi              [][]float64 // phi[res]
+	lows             []*sepLow   // lows[res]: the low-pass of a spatial map, separable
 	outH, outW, maps int
 }
 
@@ -85,8 +86,103 @@ func New(h, w, j, l int) (*Transform, error) {
 	f := realFFT2(gabor(t.mp, t.np, 0.8*math.Exp2(float64(j-1)), 0, 0, 1), t.mp, t.np)
 	for res := 0; res < j; res++ {
 		t.phi = append(t.phi, periodize(f, t.mp, t.np, res))
+		t.lows = append(t.lows, t.separable(res))
 	}
 	return t, nil
+}
+
+// sepLow is the low-pass step of a real map at resolution res, written as Re(Ra·X·Rbᵀ): rows
+// ra (outH×m) and rb (outW×n) of the complex operators IDFT ∘ periodization ∘ φ̂ ∘ DFT along
+// each axis, cropped. φ is a Gaussian, whose 2-D filter is the outer product of two 1-D ones:
+// this equals the Fourier-domain path (a DFT of X, the product with φ̂, the periodization, an
+// inverse DFT) to rounding, at a fraction of its cost.
+type sepLow struct {
+	m, n   int
+	ra, rb []complex128
+}
+
+// separable returns the low-pass of resolution res as a sepLow, or nil when φ̂ at res is not
+// the outer product of its first column and row (then the Fourier path is used).
+func (t *Transform) separable(res int) *sepLow {
+	m, n := t.mp>>res, t.np>>res
+	phi := t.phi[res]
+	d := phi[0]
+	if !(d > 0) {
+		return nil
+	}
+	big := 0.0
+	for _, v := range phi {
+		big = math.Max(big, math.Abs(v))
+	}
+	a, b := make([]float64, m), make([]float64, n)
+	for x := 0; x < m; x++ {
+		a[x] = phi[x*n] / d
+	}
+	copy(b, phi[:n])
+	for x := 0; x < m; x++ {
+		for y := 0; y < n; y++ {
+			if math.Abs(a[x]*b[y]-phi[x*n+y]) > 1e-13*big {
+				return nil
+			}
+		}
+	}
+	k := 1 << (t.J - res)
+	p := newPlans()
+	op := func(f []float64, size, out int) []complex128 {
+		r := make([]complex128, out*size)
+		e := make([]complex128, size)
+		s := make([]complex128, size/k)
+		for x0 := 0; x0 < size; x0++ {
+			clear(e)
+			e[x0] = 1
+			p.plan(size).Coefficients(e, e)
+			for i := range s {
+				var acc complex128
+				for q := 0; q < k; q++ {
+					acc += e[q*(size/k)+i] * complex(f[q*(size/k)+i], 0)
+				}
+				s[i] = acc / complex(float64(k), 0)
+			}
+			p.plan(size/k).Sequence(s, s)
+			for i := 0; i < out; i++ {
+				r[i*size+x0] = s[i+1] / complex(float64(size/k), 0)
+			}
+		}
+		return r
+	}
+	return &sepLow{m: m, n: n, ra: op(a, m, t.outH), rb: op(b, n, t.outW)}
+}
+
+// apply writes Re(Ra·X·Rbᵀ) for the real map X, held in the real parts of x (m×n), into dst
+// (outH×outW); tmp holds outH×n values.
+func (l *sepLow) apply(dst []float64, x, tmp []complex128, outH, outW int) {
+	m, n := l.m, l.n
+	t := tmp[:outH*n]
+	clear(t)
+	for r := 0; r < outH; r++ {
+		ra := l.ra[r*m : (r+1)*m]
+		tr := t[r*n : (r+1)*n]
+		for xx := 0; xx < m; xx++ {
+			w := ra[xx]
+			wr, wi := real(w), imag(w)
+			row := x[xx*n : (xx+1)*n]
+			for y := range tr {
+				v := real(row[y])
+				tr[y] += complex(wr*v, wi*v)
+			}
+		}
+	}
+	for r := 0; r < outH; r++ {
+		tr := t[r*n : (r+1)*n]
+		for c := 0; c < outW; c++ {
+			rb := l.rb[c*n : (c+1)*n]
+			acc := 0.0
+			for y := range tr {
+				acc += real(tr[y])*real(rb[y]) - imag(tr[y])*imag(rb[y])
+			}
+			dst[r*outW+c] = acc
+		}
+	}
 }
 
 func maxJFor(n int) int {
@@ -321,13 +417,22 @@ func (t *Transform) Apply(ws *Workspace, dst, img []float64) {
 		out++
 	}
 	low(u0, 0)
-	// modulus replaces the spectrum u (m×n) by that of the modulus of its inverse transform.
+	// modulus replaces the spectrum u (m×n) by the modulus of its inverse transform.
 	modulus := func(u []complex128, m, n int) {
 		ws.p.fft2(u, m, n, true)
 		for i, v := range u[:m*n] {
 			u[i] = complex(cmplx.Abs(v), 0)
 		}
-		ws.p.fft2(u, m, n, false)
+	}
+	// lowSpatial writes map `out` from the spatial map u (real, at resolution res).
+	lowSpatial := func(u []complex128, res int) {
+		if l := t.lows[res]; l != nil {
+			l.apply(dst[out*plane:(out+1)*plane], u, ws.s, t.outH, t.outW)
+			out++
+			return
+		}
+		ws.p.fft2(u, mp>>res, np>>res, false)
+		low(u, res)
 	}
 	nPsi := len(t.psi)
 	// Order 1, keeping the spectra of |x ⋆ ψ_{n1}| that order 2 needs (order 2 comes after all
@@ -341,6 +446,11 @@ func (t *Transform) Apply(ws *Workspace, dst, img []float64) {
 		}
 		mulSub(u1, u0, t.psi[n1][0], mp, np, 1<<j1)
 		modulus(u1, m, n)
+		if ws.keep[n1] == nil {
+			lowSpatial(u1, j1)
+			continue
+		}
+		ws.p.fft2(u1, m, n, false)
 		low(u1, j1)
 	}
 	for n1 := 0; n1 < nPsi; n1++ {
@@ -359,7 +469,7 @@ func (t *Transform) Apply(ws *Workspace, dst, img []float64) {
 			u2 := ws.u2[:m2*n2s]
 			mulSub(u2, u1, t.psi[n2][j1], m, n, 1<<(j2-j1))
 			modulus(u2, m2, n2s)
-			low(u2, j2)
+			lowSpatial(u2, j2)
 		}
 	}
 }
