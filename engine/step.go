@@ -42,6 +42,11 @@ type replica[T kernels.Float] struct {
 	nonFinite int
 	clipped   int
 
+	// feats, when the model's first layer is a scatter layer, holds the datasets' features;
+	// fx is then the physical batch's (scatter_feats.go).
+	feats *nn.FeatureCache
+	fx    *tensor.Dense
+
 	// inspect, when set (tests only), is called at the end of each physical batch with the
 	// batch's dataset rows and mask, while the replica's taps and coefficients are those of
 	// the batch. It runs on the replica's goroutine.
@@ -103,6 +108,10 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 	x := r.x.Data().([]T)
 	y := r.y.Data().([]T)
 	d, k := ds.D, ds.Classes
+	dsX := ds.X
+	if r.feats != nil {
+		x, d, dsX = r.fx.Data().([]T), r.feats.Width(), r.feats.Of(ds.X, ds.N)
+	}
 	clear(y)
 	for i, idx := range rows {
 		xi := x[i*d : (i+1)*d]
@@ -110,7 +119,7 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 			clear(xi)
 			continue
 		}
-		src := ds.X[idx*d : (idx+1)*d]
+		src := dsX[idx*d : (idx+1)*d]
 		for j, v := range src {
 			xi[j] = T(v)
 		}
@@ -124,7 +133,7 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 // gradStep.
 func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, clip float64) error {
 	r.fill(ds, rows, mask)
-	if err := r.net.Run(r.x, r.y); err != nil {
+	if err := r.runNet(); err != nil {
 		return err
 	}
 	b := len(rows)

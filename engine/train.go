@@ -355,6 +355,9 @@ type run[T kernels.Float] struct {
 	be         backend
 	dev        *cuda.Device
 	deviceName string
+	// feats holds the datasets' features when the model's first layer is a scatter layer
+	// (nil otherwise): computed once per dataset, shared by the replicas and evaluators.
+	feats *nn.FeatureCache
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -390,11 +393,15 @@ func (r *run[T]) build(train *datasets.Dataset) error {
 		r.ema = params.Clone()
 		evalParams = r.ema
 	}
+	if r.feats, err = nn.NewFeatureCache(cfg.Arch); err != nil {
+		return err
+	}
 	for range cfg.Replicas {
 		ev, err := newEvaluator[T](cfg.Arch, evalParams, cfg.EvalBatch)
 		if err != nil {
 			return err
 		}
+		ev.useFeatures(r.feats)
 		r.evals = append(r.evals, ev)
 	}
 	for _, p := range params.List {
@@ -425,6 +432,7 @@ func (r *run[T]) initBackend(train *datasets.Dataset) error {
 		if err != nil {
 			return err
 		}
+		rep.useFeatures(r.feats)
 		cb.reps = append(cb.reps, rep)
 	}
 	for _, n := range r.sizes {

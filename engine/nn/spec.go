@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	"github.com/dpsgd/dpsgd/engine/nn/scatter"
 )
 
 // KindStack is the Arch.Kind of a model given as a layer list (Arch.Stack), as model files
@@ -25,6 +27,8 @@ type LayerSpec struct {
 	Vocab   int         `json:"vocab,omitempty"`   // embedding
 	Dim     int         `json:"dim,omitempty"`     // embedding
 	Body    []LayerSpec `json:"body,omitempty"`    // residual
+	J       int         `json:"J,omitempty"`       // scatter: scales
+	L       int         `json:"L,omitempty"`       // scatter: angles
 }
 
 // Limits on a stack, so that its sizes are computed without overflow and a described model fits
@@ -57,6 +61,7 @@ var layerKinds = map[string]string{
 	"groupnorm":        "groups",
 	"residual":         "body",
 	"embedding":        "vocab, dim",
+	"scatter":          "J, L",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -118,6 +123,11 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 			return nil, err
 		}
 		return &Embedding{Vocab: s.Vocab, Dim: s.Dim}, nil
+	case "scatter":
+		if err := firstErr(inRange("J", s.J, 1, scatter.MaxJ), inRange("L", s.L, 1, scatter.MaxL)); err != nil {
+			return nil, err
+		}
+		return &Scatter{J: s.J, L: s.L}, nil
 	case "residual":
 		if depth >= MaxStackDepth {
 			return nil, fmt.Errorf("residual blocks nested deeper than %d", MaxStackDepth)
@@ -130,7 +140,7 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 	case "batchnorm", "batchnorm2d", "batch_norm":
 		return nil, errBatchNorm
 	}
-	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, residual", s.Type)
+	return nil, fmt.Errorf("unknown layer type %q: want one of dense, conv2d, maxpool, avgpool, flatten, tanh, relu, gelu, tempered_sigmoid, layernorm, groupnorm, embedding, scatter, residual", s.Type)
 }
 
 func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
@@ -138,6 +148,9 @@ func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
 	for i, s := range specs {
 		if s.Type == "embedding" && (depth > 0 || i > 0) {
 			return nil, fmt.Errorf("layer %d (embedding): it must be the model's first layer (it reads the input's token ids)", i)
+		}
+		if s.Type == "scatter" && (depth > 0 || i > 0) {
+			return nil, fmt.Errorf("layer %d (scatter): it must be the model's first layer (it reads the raw image)", i)
 		}
 		l, err := s.layer(depth, count)
 		if err != nil {
