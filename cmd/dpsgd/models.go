@@ -36,6 +36,8 @@ func modelPresets() []modelPreset {
 			build: nn.MLP},
 		{name: "cnn", about: "two convolutions with max pooling, a dense layer (--hidden), the output layer (Papernot et al.'s DP-SGD CNN)",
 			image: true, build: nn.CNN},
+		{name: "scatternet", about: "fixed scattering features (J 2, L 8), GroupNorm, one dense layer (Tramèr and Boneh's linear ScatterNet)",
+			image: true, build: func(input []int, classes int, _ []int, _ nn.Activation) nn.Arch { return nn.ScatterNet(input, classes) }},
 	}
 }
 

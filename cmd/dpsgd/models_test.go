@@ -20,6 +20,8 @@ func TestModelsJSON(t *testing.T) {
 		// conv1 16×(1·8·8)+16 on 28+2·3 → 14×14, pooled → 13×13; conv2 32×(16·4·4)+32 → 5×5,
 		// pooled → 4×4; dense 32·4·4 → 32; out 32 → 10.
 		"cnn": (1*8*8+1)*16 + (16*4*4+1)*32 + (32*4*4+1)*32 + (32+1)*10,
+		// GroupNorm's γ and β on 81 maps, then dense 81·7·7 → 10.
+		"scatternet": 2*81 + (81*7*7+1)*10,
 	}
 	for _, b := range datasets.Builtins() {
 		code, out, errOut := runCmd(t, "models", "--dataset", b.Name, "--json")
@@ -45,12 +47,15 @@ func TestModelsJSON(t *testing.T) {
 				}
 			}
 			if !m.Available {
-				if m.Name != "cnn" || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
+				if (m.Name != "cnn" && m.Name != "scatternet") || len(b.Shape) == 3 || !strings.Contains(m.Reason, "needs image data") {
 					t.Errorf("%s/%s: unavailable: %q", b.Name, m.Name, m.Reason)
 				}
 				continue
 			}
 			sum := 0
+			if m.Name == "scatternet" {
+				sum = 2 * 81 * b.Shape[0] // GroupNorm's γ and β, not a listed (GEMM) layer
+			}
 			for _, l := range m.Layers {
 				if l.Params != l.In*l.Out+l.Out {
 					t.Errorf("%s/%s %s: %d params for %d×%d", b.Name, m.Name, l.Name, l.Params, l.In, l.Out)
@@ -122,7 +127,7 @@ func TestModelsTextAndErrors(t *testing.T) {
 		{[]string{"models", "--dataset", "cifar100"}, "--dataset cifar100: want synthetic, mnist, adult, cifar10"},
 		{[]string{"models", "--dataset", "csv"}, "comes from its schema"},
 		{[]string{"models", "mnist"}, `unexpected argument "mnist"`},
-		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp or cnn (dpsgd models lists them)`},
+		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn or scatternet (dpsgd models lists them)`},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)
 		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
