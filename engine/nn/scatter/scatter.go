@@ -55,13 +55,13 @@ func Channels(j, l int) int { return 1 + j*l + l*l*j*(j-1)/2 }
 // (1 to MaxL).
 func New(h, w, j, l int) (*Transform, error) {
 	if j < 1 || j > MaxJ {
-		return nil, fmt.Errorf("J = %d: want 1 to %d", j, MaxJ)
+		return nil, fmt.Errorf("scales J = %d: want 1 to %d", j, MaxJ)
 	}
 	if l < 1 || l > MaxL {
-		return nil, fmt.Errorf("L = %d: want 1 to %d", l, MaxL)
+		return nil, fmt.Errorf("angles L = %d: want 1 to %d", l, MaxL)
 	}
 	if h < 1<<j || w < 1<<j {
-		return nil, fmt.Errorf("J = %d: the %d×%d image is smaller than 2^J = %d (want J ≤ %d)", j, h, w, 1<<j, maxJFor(min(h, w)))
+		return nil, fmt.Errorf("scales J = %d: the %d×%d image is smaller than 2^J = %d (want J ≤ %d)", j, h, w, 1<<j, maxJFor(min(h, w)))
 	}
 	t := &Transform{H: h, W: w, J: j, L: l}
 	s := 1 << j
