@@ -13,6 +13,10 @@ import (
 type evaluator[T kernels.Float] struct {
 	net *nn.Net
 	x   *tensor.Dense
+	// feats, when the model's first layer is a scatter layer and the evaluator belongs to a
+	// run, holds the datasets' features; fx is then the batch's (scatter_feats.go).
+	feats *nn.FeatureCache
+	fx    *tensor.Dense
 }
 
 func newEvaluator[T kernels.Float](arch nn.Arch, params *nn.Params, batch int) (*evaluator[T], error) {
@@ -47,7 +51,13 @@ func (ev *evaluator[T]) forward(x []float32, d, lo, hi int) ([]T, error) {
 
 // correct counts the correctly classified examples among ds rows [lo, hi).
 func (ev *evaluator[T]) correct(ds *datasets.Dataset, lo, hi int) (int, error) {
-	logits, err := ev.forward(ds.X, ds.D, lo, hi)
+	var logits []T
+	var err error
+	if ev.feats != nil {
+		logits, err = ev.forwardFeatures(ev.feats.Of(ds.X, ds.N), lo, hi)
+	} else {
+		logits, err = ev.forward(ds.X, ds.D, lo, hi)
+	}
 	if err != nil {
 		return 0, err
 	}

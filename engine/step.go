@@ -50,6 +50,10 @@ type replica[T kernels.Float] struct {
 	// seeds, for a net with dropout layers.
 	dropStep uint64
 	seeds    []uint64
+	// feats, when the model's first layer is a scatter layer, holds the datasets' features;
+	// fx is then the physical batch's (scatter_feats.go).
+	feats *nn.FeatureCache
+	fx    *tensor.Dense
 
 	// inspect, when set (tests only), is called at the end of each physical batch with the
 	// batch's dataset rows and mask, while the replica's taps and coefficients are those of
@@ -112,6 +116,10 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 	x := r.x.Data().([]T)
 	y := r.y.Data().([]T)
 	d, k := ds.D, ds.Classes
+	dsX := ds.X
+	if r.feats != nil {
+		x, d, dsX = r.fx.Data().([]T), r.feats.Width(), r.feats.Of(ds.X, ds.N)
+	}
 	clear(y)
 	for i, idx := range rows {
 		xi := x[i*d : (i+1)*d]
@@ -119,7 +127,7 @@ func (r *replica[T]) fill(ds *datasets.Dataset, rows []int, mask []float64) {
 			clear(xi)
 			continue
 		}
-		src := ds.X[idx*d : (idx+1)*d]
+		src := dsX[idx*d : (idx+1)*d]
 		for j, v := range src {
 			xi[j] = T(v)
 		}
@@ -136,7 +144,7 @@ func (r *replica[T]) physical(ds *datasets.Dataset, rows []int, mask []float64, 
 	if err := r.setDropoutSeeds(rows); err != nil {
 		return err
 	}
-	if err := r.net.Run(r.x, r.y); err != nil {
+	if err := r.runNet(); err != nil {
 		return err
 	}
 	b := len(rows)

@@ -419,6 +419,9 @@ type run[T kernels.Float] struct {
 	// aug makes the views of an augmented run (nil otherwise); view is the current step's.
 	aug  *augmenter
 	view viewStep
+	// feats holds the datasets' features when the model's first layer is a scatter layer
+	// (nil otherwise): computed once per dataset, shared by the replicas and evaluators.
+	feats *nn.FeatureCache
 }
 
 func newRun[T kernels.Float](cfg Config) (*run[T], error) {
@@ -454,11 +457,15 @@ func (r *run[T]) build(train *datasets.Dataset) error {
 		r.ema = params.Clone()
 		evalParams = r.ema
 	}
+	if r.feats, err = nn.NewFeatureCache(cfg.Arch); err != nil {
+		return err
+	}
 	for range cfg.Replicas {
 		ev, err := newEvaluator[T](cfg.Arch, evalParams, cfg.EvalBatch)
 		if err != nil {
 			return err
 		}
+		ev.useFeatures(r.feats)
 		r.evals = append(r.evals, ev)
 	}
 	for _, p := range params.List {
@@ -488,6 +495,11 @@ func (r *run[T]) initBackend(train *datasets.Dataset) error {
 		rep, err := newReplica[T](r.cfg.Arch, r.params, r.cfg.PhysicalBatch)
 		if err != nil {
 			return err
+		}
+		// An augmented run's rows are views, not the dataset's images: its replicas compute
+		// the features of each batch from the views (nn.Net.Run) instead of reading the cache.
+		if !r.cfg.augmenting() {
+			rep.useFeatures(r.feats)
 		}
 		cb.reps = append(cb.reps, rep)
 	}

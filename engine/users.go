@@ -225,7 +225,7 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 	if err := r.setDropoutSeeds(rows); err != nil {
 		return err
 	}
-	if err := r.net.Run(r.x, r.y); err != nil {
+	if err := r.runNet(); err != nil {
 		return err
 	}
 	b := len(rows)

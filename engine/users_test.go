@@ -313,7 +313,9 @@ func TestUserSingletonsMatchRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	models := append(userTestModels()[:3], advModel{name: "dropout", arch: dropout})
+	// A scatter model whose replicas read the feature cache: the user path must run the net
+	// on the cached features its fill wrote, as the record path does.
+	models := append(userTestModels()[:3], advModel{name: "dropout", arch: dropout}, advModel{name: "scatter", arch: scatterArch(3)})
 	for mi, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(90+mi))
@@ -324,8 +326,13 @@ func TestUserSingletonsMatchRecords(t *testing.T) {
 			idx := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
 			h := newUserHarness[float64](t, m.arch, params, 4, 2)
 			defer h.close()
+			cache, err := nn.NewFeatureCache(m.arch)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, r := range h.reps {
 				r.dropStep = 0x5eed
+				r.useFeatures(cache)
 			}
 			ub := partition(1, 1, 1, 1, 1, 1, 1, 1, 1)
 			got, ust := h.run(t, ds, ub, 0.05)

@@ -47,6 +47,8 @@ func modelPresets() []modelPreset {
 			}},
 		{name: "wrn16-4", about: "WideResNet-16-4 with GroupNorm and weight-standardized convolutions (De et al.'s DP image classifier); ReLU, its own widths",
 			image: true, fixed: true, stack: func(input []int, classes int) (nn.Arch, error) { return nn.WideResNet(input, classes, 16, 4) }},
+		{name: "scatternet", about: "fixed scattering features (J 2, L 8), GroupNorm, one dense layer (Tramèr and Boneh's linear ScatterNet)",
+			image: true, build: func(input []int, classes int, _ []int, _ nn.Activation) nn.Arch { return nn.ScatterNet(input, classes) }},
 	}
 }
 

@@ -32,6 +32,8 @@ func TestModelsJSON(t *testing.T) {
 		// LayerNorms (2·64 each), attention 64 → 3·64 and 64 → 64, the MLP 64 → 128 → 64; the
 		// final LayerNorm; out 64 → 10.
 		"transformer": (49+1)*64 + 16*64 + 2*(2*2*64+(64+1)*192+(64+1)*64+(64+1)*128+(128+1)*64) + 2*64 + (64+1)*10,
+		// GroupNorm's γ and β on 81 maps, then dense 81·7·7 → 10.
+		"scatternet": 2*81 + (81*7*7+1)*10,
 	}
 	for _, b := range datasets.Builtins() {
 		code, out, errOut := runCmd(t, "models", "--dataset", b.Name, "--json")
@@ -70,6 +72,9 @@ func TestModelsJSON(t *testing.T) {
 				}
 			}
 			sum := 0
+			if m.Name == "scatternet" {
+				sum = 2 * 81 * b.Shape[0] // GroupNorm's γ and β, not a listed (GEMM) layer
+			}
 			for _, l := range m.Layers {
 				if l.Params != l.In*l.Out+l.Out {
 					t.Errorf("%s/%s %s: %d params for %d×%d", b.Name, m.Name, l.Name, l.Params, l.In, l.Out)
@@ -143,7 +148,7 @@ func TestModelsTextAndErrors(t *testing.T) {
 		{[]string{"models", "mnist"}, `unexpected argument "mnist"`},
 		{[]string{"train", "--model", "transformer", "--hidden", "32"}, "--hidden does not apply to --model transformer"},
 		{[]string{"train", "--model", "transformer", "--dataset", "mnist", "--activation", "relu"}, "--activation does not apply to --model transformer"},
-		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn, transformer or wrn16-4 (dpsgd models lists them)`},
+		{[]string{"train", "--model", "resnet"}, `--model "resnet": want logreg, mlp, cnn, transformer, wrn16-4 or scatternet (dpsgd models lists them)`},
 		{[]string{"train", "--model", "wrn16-4", "--hidden", "32"}, "--hidden does not apply to --model wrn16-4"},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)

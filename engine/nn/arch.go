@@ -281,7 +281,8 @@ func (a Arch) NumParams() int {
 func (a Arch) OnlyGEMM() bool { return a.Kind != KindStack }
 
 // ImageInput reports whether the model reads its examples as B×C×H×W images (its first layer is
-// a convolution on a [C,H,W] input, whose im2col runs in Go) rather than as B×D rows.
+// a convolution on a [C,H,W] input, whose im2col runs in Go, or a scatter layer) rather than as
+// B×D rows.
 func (a Arch) ImageInput() bool {
 	if len(a.Input) != 3 {
 		return false
@@ -289,5 +290,5 @@ func (a Arch) ImageInput() bool {
 	if a.Kind != KindStack {
 		return len(a.Conv) > 0
 	}
-	return len(a.Stack) > 0 && a.Stack[0].Type == "conv2d"
+	return len(a.Stack) > 0 && (a.Stack[0].Type == "conv2d" || a.Stack[0].Type == "scatter")
 }

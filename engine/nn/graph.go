@@ -36,7 +36,8 @@ type Net struct {
 	dropSeeds []uint64
 
 	geo0    convGeom      // first convolution, when the model has one
-	patches *tensor.Dense // its im2col'd input, filled by Run
+	patches *tensor.Dense // its im2col'd input (or the scatter features), filled by Run
+	scat    *scatterGeom  // first layer's scattering transform, when it is a scatter layer
 	logits  G.Value
 }
 
@@ -130,7 +131,17 @@ func (n *Net) build() error {
 		}
 	}
 	in := inputShape(n.Arch.Input)
-	if n.Arch.ImageInput() {
+	if g, ok, err := scatterOf(n.Arch); ok {
+		// The scattering runs in Go (Run does it, in parallel), like a first convolution's
+		// im2col: the graph's input is the feature rows (layer_scatter.go).
+		if err != nil {
+			return err
+		}
+		n.scat = g
+		rows, cols := B*g.t.OutH()*g.t.OutW(), g.out/(g.t.OutH()*g.t.OutW())
+		n.patches = tensor.New(tensor.WithShape(rows, cols), tensor.Of(dt))
+		n.x = G.NewMatrix(n.g, dt, G.WithShape(rows, cols), G.WithName("features"))
+	} else if n.Arch.ImageInput() {
 		// The first convolution's im2col runs in Go (Run does it, in parallel): the graph's
 		// input is the patch matrix, which is also that layer's tap A, read without a copy.
 		g, err := seq.Layers[0].(*Conv2d).geom(in)
@@ -266,9 +277,16 @@ func (n *Net) lossNode(logits *G.Node) (*G.Node, error) {
 
 // Run executes the graph on one physical batch: x is B×D (or B×C×H×W for convolutional
 // models) and y the B×K one-hot labels, all-zero on padding rows (ignored by evaluation nets).
-func (n *Net) Run(x, y *tensor.Dense) error {
+func (n *Net) Run(x, y *tensor.Dense) error { return n.run(x, y, false) }
+
+func (n *Net) run(x, y *tensor.Dense, pre bool) error {
 	in := x
-	if n.patches != nil {
+	if n.scat != nil {
+		if err := n.scatterRun(x, pre); err != nil {
+			return err
+		}
+		in = n.patches
+	} else if n.patches != nil {
 		if err := im2col(n.patches, x, n.geo0); err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/dpsgd/dpsgd/engine/nn/scatter"
 )
 
 // MaxModelFileBytes bounds a model description.
@@ -23,7 +25,7 @@ const MaxModelFileBytes = 1 << 20
 // classes, the data's. Every layer takes only its own fields (LayerKinds), as JSON integers
 // (numbers for tempered_sigmoid), in the ranges the errors state; conv2d's stride defaults to
 // 1 and pad to 0, a pool's stride to its kernel, tempered_sigmoid's scale, temp and offset to
-// 2, 2 and 1 (tanh). The last layer must give the class logits. Every error names the layer (its
+// 2, 2 and 1 (tanh), scatter's J and L to 2 and 8. The last layer must give the class logits. Every error names the layer (its
 // index, or its path inside residual blocks) and the field.
 func ParseModelFile(data []byte, input []int, classes int) (Arch, error) {
 	if len(data) > MaxModelFileBytes {
@@ -165,6 +167,8 @@ func parseLayer(raw json.RawMessage, where string, depth int, count *int) (Layer
 		}
 	case "groupnorm":
 		err = intField("groups", -1, 1, MaxFilters, &s.Groups)
+	case "scatter":
+		err = firstErr(intField("J", 2, 1, scatter.MaxJ, &s.J), intField("L", 8, 1, scatter.MaxL, &s.L))
 	case "embedding":
 		err = firstErr(intField("vocab", -1, 1, MaxUnits, &s.Vocab), intField("dim", -1, 1, MaxFilters, &s.Dim))
 	case "attention":

@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	"github.com/dpsgd/dpsgd/engine/nn/scatter"
 )
 
 // KindStack is the Arch.Kind of a model given as a layer list (Arch.Stack), as model files
@@ -33,6 +35,8 @@ type LayerSpec struct {
 	Standardize bool        `json:"standardize,omitempty"` // conv2d
 	Shortcut    []LayerSpec `json:"shortcut,omitempty"`    // residual
 	Rate        float64     `json:"rate,omitempty"`        // dropout
+	J           int         `json:"J,omitempty"`           // scatter: scales
+	L           int         `json:"L,omitempty"`           // scatter: angles
 }
 
 // Limits on a stack, so that its sizes are computed without overflow and a described model fits
@@ -70,6 +74,7 @@ var layerKinds = map[string]string{
 	"position":  "",
 	"meanpool":  "",
 	"dropout":   "rate",
+	"scatter":   "J, L",
 }
 
 // LayerKinds returns the layer kinds of model files and the fields each takes.
@@ -148,6 +153,11 @@ func (s LayerSpec) layer(depth int, count *int) (Layer, error) {
 		return &Position{}, nil
 	case "meanpool":
 		return &MeanPool{}, nil
+	case "scatter":
+		if err := firstErr(inRange("J", s.J, 1, scatter.MaxJ), inRange("L", s.L, 1, scatter.MaxL)); err != nil {
+			return nil, err
+		}
+		return &Scatter{J: s.J, L: s.L}, nil
 	case "residual":
 		if depth >= MaxStackDepth {
 			return nil, fmt.Errorf("residual blocks nested deeper than %d", MaxStackDepth)
@@ -180,6 +190,9 @@ func stackOf(specs []LayerSpec, depth int, count *int) (*Sequential, error) {
 	for i, s := range specs {
 		if s.Type == "embedding" && (depth > 0 || i > 0) {
 			return nil, fmt.Errorf("layer %d (embedding): it must be the model's first layer (it reads the input's token ids)", i)
+		}
+		if s.Type == "scatter" && (depth > 0 || i > 0) {
+			return nil, fmt.Errorf("layer %d (scatter): it must be the model's first layer (it reads the raw image)", i)
 		}
 		l, err := s.layer(depth, count)
 		if err != nil {
