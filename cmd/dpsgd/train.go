@@ -68,10 +68,11 @@ func presetFor(dataset, model string) preset {
 		p.decay, p.schedule = 1e-4, "constant"
 	case "mnist/scatternet":
 		// Tramèr and Boneh's MNIST settings for the linear ScatterNet (batch 4096, lr 8,
-		// momentum 0.9, C = 0.1, constant rate; they tuned them on the test set), over 20
-		// epochs: 98.48% at ε = 3 (seed 1), and with --target-epsilon 1 --epochs 25 98.08% at
-		// ε = 1 (docs/benchmarks.md, "The MNIST ScatterNet recipe").
-		p.batch, p.epochs, p.lr, p.clip, p.schedule, p.ema = 4096, 20, 8, 0.1, "constant", 0
+		// momentum 0.9, C = 0.1, constant rate; they tuned them on the test set), over 30
+		// epochs: 98.64% and 98.56% at ε = 3 (seeds 1 and 2; 20 epochs gave 98.48%), and with
+		// --target-epsilon 1 --epochs 25 98.08% and 98.12% at ε = 1 (docs/benchmarks.md,
+		// "The MNIST ScatterNet recipe").
+		p.batch, p.epochs, p.lr, p.clip, p.schedule, p.ema = 4096, 30, 8, 0.1, "constant", 0
 	case "mnist/logreg":
 		p.batch, p.epochs, p.lr = 1024, 20, 0.5
 	case "adult/logreg":
