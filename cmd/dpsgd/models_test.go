@@ -72,8 +72,9 @@ func TestModelsJSON(t *testing.T) {
 				}
 			}
 			sum := 0
-			if m.Name == "scatternet" {
-				sum = 2 * 81 * b.Shape[0] // GroupNorm's γ and β, not a listed (GEMM) layer
+			if m.Name == "scatternet" && m.OtherParams != 2*81*b.Shape[0] {
+				// GroupNorm's γ and β, not a listed (GEMM) layer: other_params.
+				t.Errorf("%s/scatternet: other params %d, want GroupNorm's %d", b.Name, m.OtherParams, 2*81*b.Shape[0])
 			}
 			for _, l := range m.Layers {
 				if l.Params != l.In*l.Out+l.Out {
