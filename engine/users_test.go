@@ -314,6 +314,11 @@ func TestUserSingletonsMatchRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	models := append(userTestModels()[:3], advModel{name: "dropout", arch: dropout})
+	// The grouped and weight-standardized convolutions, shortcuts, dropout and the bce and
+	// mse losses: the user path's statistics must use the model's loss, as the record path's.
+	for _, m := range extLayerModels() {
+		models = append(models, advModel{name: m.name, arch: m.arch})
+	}
 	for mi, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(90+mi))
