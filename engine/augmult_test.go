@@ -314,7 +314,15 @@ func TestAugMultAgainstOracle(t *testing.T) {
 // a NaN record is zeroed by both.
 func TestAugMultIdentityViewsMatchRecords(t *testing.T) {
 	const n = 7
-	for mi, m := range augTestModels()[:2] {
+	models := augTestModels()[:2]
+	// The grouped and weight-standardized convolutions, shortcuts, dropout (an example's views
+	// share its mask) and the mse loss, whose statistics must be the model's loss.
+	for _, m := range extLayerModels() {
+		if m.arch.ImageInput() {
+			models = append(models, advModel{name: m.name, arch: m.arch})
+		}
+	}
+	for mi, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(50+mi))
 			if err != nil {

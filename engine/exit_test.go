@@ -215,3 +215,76 @@ func TestHostileRecordDoesNotStopTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedExitsReportEpsilon is TestEveryExitReportsEpsilon's attack on the grouped steps:
+// a user-level run (the sampler over users) and an augmented one (K = 3 views), interrupted
+// inside an epoch and diverged, report the ε of every charged step, as the ledger has it.
+func TestGroupedExitsReportEpsilon(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(t *testing.T, cfg *Config, train *datasets.Dataset) int // returns the sampler's N
+	}{
+		{"user-level", func(t *testing.T, cfg *Config, train *datasets.Dataset) int {
+			if err := datasets.AssignUsers(train, 600, 3); err != nil {
+				t.Fatal(err)
+			}
+			cfg.UserLevel, cfg.MaxUserRecords = true, 8
+			return train.Users
+		}},
+		{"augmult", func(t *testing.T, cfg *Config, train *datasets.Dataset) int {
+			// The synthetic records read as 1×1×D images: views are the record (no pad, no
+			// flip), three of them per example.
+			train.Shape = []int{1, 1, train.D}
+			cfg.Arch = nn.MLP(train.Shape, train.Classes, []int{16}, nn.Tanh)
+			cfg.AugMult = 3
+			return train.N
+		}},
+	}
+	for _, c := range cases {
+		for _, diverge := range []bool{false, true} {
+			name := c.name + "/interrupted"
+			if diverge {
+				name = c.name + "/diverged"
+			}
+			t.Run(name, func(t *testing.T) {
+				train, test := smallProblem(t)
+				cfg := smallConfig(train)
+				cfg.Epochs = 3
+				n := c.edit(t, &cfg, train)
+				test.Shape = train.Shape
+				if diverge {
+					cfg.Optimizer = OptimizerConfig{Name: "sgd", LR: 1e5, WeightDecay: 1e5}
+				}
+				smp, pv := testSamplerPrivacy(t, "poisson", n, 60, cfg, true, 50)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var prog Progress
+				if !diverge {
+					prog = &cancelAt{n: 3, cancel: cancel}
+				}
+				res, err := Train(ctx, cfg, train, test, smp, pv, prog)
+				if res == nil {
+					t.Fatalf("no result (err %v)", err)
+				}
+				switch {
+				case diverge && !errors.Is(err, ErrDiverged):
+					t.Fatalf("err %v after %d steps, want a divergence", err, res.Steps)
+				case !diverge && (!errors.Is(err, ErrInterrupted) || res.Steps != 3):
+					t.Fatalf("err %v after %d steps, want interrupted after 3", err, res.Steps)
+				}
+				m := smp.StepsPerEpoch()
+				charged := (res.Steps + m - 1) / m * m
+				want, err := pv.Accountant.Epsilon(charged, pv.Delta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Steps == 0 || res.EpsilonSteps != charged || res.Epsilon != want || !(want > 0) {
+					t.Fatalf("ε = %v over %d steps after %d taken; want ε(%d) = %v", res.Epsilon, res.EpsilonSteps, res.Steps, charged, want)
+				}
+				if l := pv.Ledger; l.Steps != charged || l.Epochs[len(l.Epochs)-1].Epsilon != res.Epsilon {
+					t.Fatalf("ledger at %d steps with ε %v; result ε %v over %d", l.Steps, l.Epochs[len(l.Epochs)-1].Epsilon, res.Epsilon, charged)
+				}
+			})
+		}
+	}
+}

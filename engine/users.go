@@ -297,7 +297,7 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 			r.count++
 			if finite {
 				for i := lo; i < hi; i++ {
-					r.loss += nn.XentRowLoss(logits[i*k:(i+1)*k], y[i*k:(i+1)*k]) / float64(hi-lo)
+					r.loss += nn.RowLoss(r.net.Arch.Loss, logits[i*k:(i+1)*k], y[i*k:(i+1)*k]) / float64(hi-lo)
 				}
 				if argmax(logits[lo*k:(lo+1)*k]) == argmax(y[lo*k:(lo+1)*k]) {
 					r.correct++
@@ -312,7 +312,7 @@ func (r *replica[T]) physicalUsers(ds *datasets.Dataset, rows []int, mask []floa
 				continue
 			}
 			zi, yi := logits[i*k:(i+1)*k], y[i*k:(i+1)*k]
-			r.loss += nn.XentRowLoss(zi, yi)
+			r.loss += nn.RowLoss(r.net.Arch.Loss, zi, yi)
 			if argmax(zi) == argmax(yi) {
 				r.correct++
 			}

@@ -239,6 +239,42 @@ func TestUserRemovalSensitivity(t *testing.T) {
 	}
 }
 
+// TestUserRemovalSensitivityExtLayers is TestUserRemovalSensitivity on the grouped and
+// weight-standardized convolutions, shortcuts, dropout (each record's mask keyed by its
+// dataset index, whatever row it takes) and the bce and mse losses.
+func TestUserRemovalSensitivityExtLayers(t *testing.T) {
+	const n = 10
+	owner := []int{0, 1, 0, 2, 3, 0, 4, 5, 0, 6}
+	heavy := []int{0, 2, 5, 8}
+	// One physical batch configuration (two batches over two replicas, the heavy user's four
+	// records in either): TestUserRemovalSensitivity covers the others on the older layers.
+	configs := []advConfig{{5, 2}}
+	clips := []float64{1e-3, 1}
+	if testing.Short() {
+		clips = []float64{1}
+	}
+	for mi, m := range extLayerModels() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			t.Run(fmt.Sprintf("%s/%v", m.name, dt), func(t *testing.T) {
+				params, err := nn.NewParams(m.arch, dt, uint64(170+mi))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ds := randomDataset(m.arch, n, uint64(180+mi))
+				ds.User, ds.Users = owner, 7
+				if err := ds.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				if dt == tensor.Float32 {
+					userRemoval[float32](t, m.arch, params, ds, heavy, configs, clips, advValues())
+				} else {
+					userRemoval[float64](t, m.arch, params, ds, heavy, configs, clips, advValues())
+				}
+			})
+		}
+	}
+}
+
 func userRemoval[T kernels.Float](t *testing.T, arch nn.Arch, params *nn.Params, ds *datasets.Dataset, heavy []int, configs []advConfig, clips []float64, values []advValue) {
 	d := ds.D
 	orig := slices.Clone(ds.X)
@@ -316,6 +352,11 @@ func TestUserSingletonsMatchRecords(t *testing.T) {
 	// A scatter model whose replicas read the feature cache: the user path must run the net
 	// on the cached features its fill wrote, as the record path does.
 	models := append(userTestModels()[:3], advModel{name: "dropout", arch: dropout}, advModel{name: "scatter", arch: scatterArch(3)})
+	// The grouped and weight-standardized convolutions, shortcuts, dropout and the bce and
+	// mse losses: the user path's statistics must use the model's loss, as the record path's.
+	for _, m := range extLayerModels() {
+		models = append(models, advModel{name: m.name, arch: m.arch})
+	}
 	for mi, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			params, err := nn.NewParams(m.arch, tensor.Float64, uint64(90+mi))
