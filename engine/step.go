@@ -398,32 +398,7 @@ func gradStep[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, idx []i
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return StepStats{}, err
-		}
-	}
-	var st StepStats
-	for pi, g := range grads {
-		clear(g)
-		for ri, r := range reps {
-			if ri >= k {
-				break
-			}
-			addInto(g, r.grads[pi])
-		}
-	}
-	for ri, r := range reps {
-		if ri >= k {
-			break
-		}
-		st.Loss += r.loss
-		st.Correct += r.correct
-		st.BatchSize += r.count
-		st.NonFinite += r.nonFinite
-		st.Clipped += r.clipped
-	}
-	return st, nil
+	return reduceReplicas(reps[:min(k, len(reps))], errs, grads)
 }
 
 // checkFinite reports the first non-finite value in the gradients (an error wrapping
@@ -439,4 +414,30 @@ func checkFinite[T kernels.Float](grads [][]T) error {
 		}
 	}
 	return nil
+}
+
+// reduceReplicas ends a step run on the replicas reps: the first of their errors, or their
+// gradient sums added into grads (in replica order, so the bits do not depend on timing) and
+// their statistics.
+func reduceReplicas[T kernels.Float](reps []*replica[T], errs []error, grads [][]float64) (StepStats, error) {
+	for _, err := range errs {
+		if err != nil {
+			return StepStats{}, err
+		}
+	}
+	var st StepStats
+	for pi, g := range grads {
+		clear(g)
+		for _, r := range reps {
+			addInto(g, r.grads[pi])
+		}
+	}
+	for _, r := range reps {
+		st.Loss += r.loss
+		st.Correct += r.correct
+		st.BatchSize += r.count
+		st.NonFinite += r.nonFinite
+		st.Clipped += r.clipped
+	}
+	return st, nil
 }

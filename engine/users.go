@@ -181,32 +181,7 @@ func gradStepUsers[T kernels.Float](reps []*replica[T], ds *datasets.Dataset, ub
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return StepStats{}, err
-		}
-	}
-	var st StepStats
-	for pi, g := range grads {
-		clear(g)
-		for ri, r := range reps {
-			if ri >= k {
-				break
-			}
-			addInto(g, r.grads[pi])
-		}
-	}
-	for ri, r := range reps {
-		if ri >= k {
-			break
-		}
-		st.Loss += r.loss
-		st.Correct += r.correct
-		st.BatchSize += r.count
-		st.NonFinite += r.nonFinite
-		st.Clipped += r.clipped
-	}
-	return st, nil
+	return reduceReplicas(reps[:min(k, len(reps))], errs, grads)
 }
 
 // physicalUsers runs one physical batch of whole users through the graph and adds each
