@@ -58,7 +58,7 @@ bench-step:
 	$(GO) test -run='^$$' -bench='Step' -benchtime=3s -count=3 ./engine
 
 # The optional CPU BLAS (internal/fastblas): SGEMM 1024³ and the MLP and CNN DP steps on gonum's
-# pure Go and on each installed library (OpenBLAS, BLIS, MKL), with PyTorch's SGEMM on 2 threads
+# pure Go, on dpsgd's AVX-512 kernels and on each installed library (OpenBLAS, BLIS, MKL), with PyTorch's SGEMM on 2 threads
 # when $(PYTHON) has torch, interleaved over BLAS_ROUNDS rounds in one run (docs/benchmarks.md).
 # Needs none of them: an absent library or torch is skipped with a line saying so.
 PYTHON     ?= python3

@@ -293,7 +293,10 @@ func TestDeviceAdversarialSparse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sc.NonFinite != sg.NonFinite || sc.Clipped != sg.Clipped {
+			// The weights of 1e20 tie some logits, so which class wins (and whether a record is
+			// clipped) rests on the products' roundings: the fake device's equal gonum's, which
+			// the CPU's graphs use unless the suite runs with another BLAS (DPSGD_BLAS).
+			if graphsOnGonum() && (sc.NonFinite != sg.NonFinite || sc.Clipped != sg.Clipped) {
 				t.Errorf("id %s at position %d: CPU %+v, device %+v", id.name, pos, sc, sg)
 			}
 		}

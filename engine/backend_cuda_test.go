@@ -229,6 +229,13 @@ func TestDeviceStepEqualsCPU(t *testing.T) {
 // non-finite by the caller, nonFinite of the batch's examples then have a non-finite gradient)
 // as subtest name, the clipped sums within 1e-5 relative to max(|v|, floor·max|v|).
 func stepEqualsCPU(t *testing.T, name string, arch nn.Arch, train *datasets.Dataset, floor float64, nonFinite int) {
+	if !graphsOnGonum() {
+		// The fake device's products round as gonum's do; with another BLAS under the CPU's
+		// graphs (DPSGD_BLAS), the float32 forward passes differ by roundings that the sums'
+		// cancellations amplify in their smallest entries, so those are compared at the
+		// scale of the stack tests.
+		floor = max(floor, 1e-1)
+	}
 	t.Run(name, func(t *testing.T) {
 		cpu, gpu := stepPair(t, arch, OptimizerConfig{Name: OptimizerSGD, LR: 0.1}, train)
 		cb, gb := cpu.be.(*cpuBackend[float32]), gpu.be.(*cudaBackend)

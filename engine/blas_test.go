@@ -10,6 +10,8 @@ import (
 	"github.com/dpsgd/dpsgd/datasets"
 	"github.com/dpsgd/dpsgd/engine/nn"
 	"github.com/dpsgd/dpsgd/internal/fastblas"
+	"gonum.org/v1/gonum/blas/gonum"
+	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -51,7 +53,7 @@ func BenchmarkStepBLAS(b *testing.B) {
 		{"mlp", mlp, 256, randomDataset(mlp, 4096, 1)},
 		{"cnn", cnn, 64, randomDataset(cnn, 2048, 1)},
 	} {
-		for _, n := range append(append([]fastblas.Name{fastblas.Go}, fastblas.Libraries()...), fastblas.Auto) {
+		for _, n := range append(append([]fastblas.Name{fastblas.Go, fastblas.Asm}, fastblas.Libraries()...), fastblas.Auto) {
 			b.Run(m.name+"/"+string(n), func(b *testing.B) {
 				c, err := fastblas.Select(n, fastblas.ThreadsFor(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 				if errors.Is(err, fastblas.ErrNotInstalled) {
@@ -71,4 +73,11 @@ func BenchmarkStepBLAS(b *testing.B) {
 			})
 		}
 	}
+}
+
+// graphsOnGonum reports whether the training graphs' products run on gonum's BLAS (the
+// suite's default), whose roundings the fake CUDA device's products share.
+func graphsOnGonum() bool {
+	var g gonum.Implementation
+	return gorgonia.WhichBLAS() == g
 }

@@ -42,7 +42,7 @@ func TestBLASChoose(t *testing.T) {
 		{"auto", "mkl", fastblas.Auto, ""},  // auto named on the command line
 		{"openblas", "go", "", "--blas: "},  // the flag names an absent library
 		{"", "blis", "", "DPSGD_BLAS: "},    // the variable does
-		{"", "nonsense", "", `DPSGD_BLAS "nonsense": want auto, go, openblas, blis or mkl`},
+		{"", "nonsense", "", `DPSGD_BLAS "nonsense": want auto, go, asm, openblas, blis or mkl`},
 		{"", "OpenBLAS", "", `DPSGD_BLAS "OpenBLAS"`},
 	} {
 		asked = nil
@@ -147,7 +147,7 @@ func TestTrainBLAS(t *testing.T) {
 		args []string
 		has  string
 	}{
-		{"", []string{"--blas", "nonsense"}, `invalid value "nonsense" for flag --blas: want auto, go, openblas, blis or mkl`},
+		{"", []string{"--blas", "nonsense"}, `invalid value "nonsense" for flag --blas: want auto, go, asm, openblas, blis or mkl`},
 		{"nonsense", nil, `DPSGD_BLAS "nonsense"`},
 		{"", []string{"--blas", absent}, "--blas: " + absent + ": not installed"},
 		{absent, nil, "DPSGD_BLAS: " + absent + ": not installed"},

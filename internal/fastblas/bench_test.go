@@ -10,7 +10,8 @@ import (
 )
 
 // BenchmarkSgemm1024: C = A·B for 1024×1024 float32 matrices (2·1024³ flops), gonum's pure Go
-// against each installed library on all CPU cores, in GFLOP/s. `make bench-blas` runs it
+// against dpsgd's AVX-512 kernels (when the CPU has them) and each installed library on all
+// CPU cores, in GFLOP/s. `make bench-blas` runs it
 // interleaved with the step benchmarks and PyTorch's SGEMM (docs/benchmarks.md).
 func BenchmarkSgemm1024(b *testing.B) {
 	const n = 1024
@@ -20,7 +21,7 @@ func BenchmarkSgemm1024(b *testing.B) {
 		x[i], y[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
 	z := make([]float32, n*n)
-	for _, name := range append([]Name{Go}, Libraries()...) {
+	for _, name := range append([]Name{Go, Asm}, Libraries()...) {
 		b.Run(string(name), func(b *testing.B) {
 			c, err := Select(name, ThreadsFor(runtime.NumCPU(), 1))
 			if errors.Is(err, ErrNotInstalled) {

@@ -5,17 +5,21 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/dpsgd/dpsgd/internal/avxgemm"
 )
 
-// Implementation is gonum's BLAS with Sgemm and Dgemm computed by a loaded library. It
-// implements blas.Float32, blas.Float64, blas.Complex64 and blas.Complex128 (what Gorgonia's
-// Use asks for); every routine other than Sgemm and Dgemm is gonum's. The zero value is
-// gonum's BLAS alone.
+// Implementation is gonum's BLAS with Sgemm and Dgemm computed by a loaded library or by
+// dpsgd's AVX-512 kernels (package avxgemm). It implements blas.Float32, blas.Float64,
+// blas.Complex64 and blas.Complex128 (what Gorgonia's Use asks for); every routine other than
+// Sgemm and Dgemm is gonum's. A precision's products go to lib when its flag is set, else to
+// asm when there is one, else to gonum. The zero value is gonum's BLAS alone.
 type Implementation struct {
 	gonum.Implementation
 	lib *Library
 	s32 bool // Sgemm goes to lib
 	d64 bool // Dgemm goes to lib
+	asm *avxgemm.Impl
 }
 
 // Implementation returns the BLAS whose Sgemm and Dgemm are the library's.
@@ -34,25 +38,36 @@ var (
 )
 
 // Sgemm computes C = α·op(A)·op(B) + β·C for row-major float32 matrices, as gonum's Sgemm
-// (blas.Float32): through the library when the arguments are valid and there is a product to
-// compute, else through gonum (which panics on bad arguments with its messages).
+// (blas.Float32): through the library or the AVX-512 kernels when the arguments are valid and
+// there is a product to compute, else through gonum (which panics on bad arguments with its
+// messages).
 func (im Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if !im.s32 || !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0 {
-		im.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	switch {
+	case !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0:
+	case im.lib != nil && im.s32:
+		im.lib.sgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
+			alpha, a, int32(lda), b, int32(ldb), beta, c, int32(ldc))
+		return
+	case im.asm != nil:
+		im.asm.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	im.lib.sgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
-		alpha, a, int32(lda), b, int32(ldb), beta, c, int32(ldc))
+	im.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // Dgemm is Sgemm for float64 matrices (blas.Float64).
 func (im Implementation) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	if !im.d64 || !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0 {
-		im.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	switch {
+	case !libraryGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc) || alpha == 0:
+	case im.lib != nil && im.d64:
+		im.lib.dgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
+			alpha, a, int32(lda), b, int32(ldb), beta, c, int32(ldc))
+		return
+	case im.asm != nil:
+		im.asm.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	im.lib.dgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
-		alpha, a, int32(lda), b, int32(ldb), beta, c, int32(ldc))
+	im.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // cblasOp maps a valid gonum transpose flag to CBLAS's (ConjTrans of a real matrix is Trans).

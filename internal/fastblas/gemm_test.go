@@ -1,6 +1,8 @@
 package fastblas
 
 import (
+	"github.com/dpsgd/dpsgd/internal/avxgemm"
+
 	"errors"
 	"fmt"
 	"math"
@@ -289,10 +291,21 @@ func TestGraphRowIndependence(t *testing.T) {
 		checkRows(t, rng, 1, c.Graph.Sgemm)
 		checkRows(t, rng, 1, c.Graph.Dgemm)
 	})
+	t.Run("asm", func(t *testing.T) {
+		if !avxgemm.Available() {
+			t.Skip("no AVX-512F on this machine")
+		}
+		rng := rand.New(rand.NewPCG(11, 12))
+		for _, threads := range []int{1, 2} {
+			im := Implementation{asm: avxgemm.New(threads)}
+			checkRows(t, rng, threads, im.Sgemm)
+			checkRows(t, rng, threads, im.Dgemm)
+		}
+	})
 	eachLibrary(t, func(t *testing.T, lib *Library) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, threads := range []int{1, 2} {
-			c := choose([]*Library{lib}, threads)
+			c := choose([]*Library{lib}, threads, nil)
 			t.Logf("%d threads: %s", threads, c.Describe())
 			checkRows(t, rng, threads, c.Graph.Sgemm)
 			checkRows(t, rng, threads, c.Graph.Dgemm)

@@ -16,6 +16,7 @@ type Name string
 const (
 	Auto     Name = "auto"     // the first library of Libraries that loads, else Go
 	Go       Name = "go"       // gonum's pure-Go BLAS
+	Asm      Name = "asm"      // dpsgd's AVX-512 kernels (package avxgemm)
 	OpenBLAS Name = "openblas" // OpenBLAS (Debian: libopenblas0)
 	BLIS     Name = "blis"     // BLIS (Debian: libblis4)
 	MKL      Name = "mkl"      // Intel oneMKL's single dynamic library, libmkl_rt
@@ -25,12 +26,12 @@ const (
 const EnvVar = "DPSGD_BLAS"
 
 // Names lists every choice, in the order the help gives them.
-func Names() []Name { return []Name{Auto, Go, OpenBLAS, BLIS, MKL} }
+func Names() []Name { return []Name{Auto, Go, Asm, OpenBLAS, BLIS, MKL} }
 
 // Libraries lists the libraries in the order Auto tries them.
 func Libraries() []Name { return []Name{OpenBLAS, BLIS, MKL} }
 
-// NamesText is the list of choices as help and errors write it: "auto, go, openblas, blis or mkl".
+// NamesText is the list of choices as help and errors write it: "auto, go, asm, openblas, blis or mkl".
 func NamesText() string {
 	ns := Names()
 	parts := make([]string, len(ns))
@@ -233,11 +234,8 @@ func (l *Library) Threads() int { return l.threads() }
 // Describe is the library in one phrase, as the train JSON's "blas" key gives it:
 // "openblas 0.3.21 (Haswell, pthreads), 1 thread".
 func (l *Library) Describe() string {
-	switch t := l.Threads(); {
-	case t == 1:
-		return fmt.Sprintf("%s %s, 1 thread", l.name, l.version)
-	case t > 1:
-		return fmt.Sprintf("%s %s, %d threads", l.name, l.version, t)
+	if t := l.Threads(); t >= 1 {
+		return fmt.Sprintf("%s %s, %s", l.name, l.version, threadsText(t))
 	}
 	// BLIS answers −1 until its thread count is set: its environment variables decide.
 	return fmt.Sprintf("%s %s, threads unset", l.name, l.version)

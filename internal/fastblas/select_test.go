@@ -13,6 +13,8 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/dpsgd/dpsgd/internal/avxgemm"
 )
 
 func TestParseName(t *testing.T) {
@@ -29,7 +31,7 @@ func TestParseName(t *testing.T) {
 			t.Errorf("ParseName(%q): error %q does not list the choices", s, err)
 		}
 	}
-	if NamesText() != "auto, go, openblas, blis or mkl" {
+	if NamesText() != "auto, go, asm, openblas, blis or mkl" {
 		t.Errorf("NamesText() = %q", NamesText())
 	}
 }
@@ -37,7 +39,7 @@ func TestParseName(t *testing.T) {
 // FuzzParseName: ParseName accepts exactly the names of Names, and refuses anything else with
 // a one-line error listing them.
 func FuzzParseName(f *testing.F) {
-	for _, s := range []string{"auto", "go", "openblas", "blis", "mkl", "", "Go", "open blas", "mkl\n", "\xff"} {
+	for _, s := range []string{"auto", "go", "asm", "openblas", "blis", "mkl", "", "Go", "open blas", "mkl\n", "\xff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -151,6 +153,7 @@ func positionDependent(lib *Library) *Library {
 // (its sums, gonum's graphs), else gonum with a note that says why: which package to install
 // when none is there, the loader's error when one is there but unusable.
 func TestSelect(t *testing.T) {
+	noAsm := func(int) *avxgemm.Impl { return nil }
 	notInstalled := func(n Name) (*Library, error) {
 		return nil, fmt.Errorf("%s: %w: gone", n, ErrNotInstalled)
 	}
@@ -169,25 +172,25 @@ func TestSelect(t *testing.T) {
 		return notInstalled(n)
 	}
 
-	c, err := selectWith(Go, 1, notInstalled)
+	c, err := selectWith(Go, 1, notInstalled, noAsm)
 	if err != nil || c.Impl.Library() != nil || c.Note != "" || c.Describe() != GoDescription {
 		t.Errorf("go: %+v, %v", c, err)
 	}
-	if _, err := selectWith(OpenBLAS, 1, notInstalled); !errors.Is(err, ErrNotInstalled) {
+	if _, err := selectWith(OpenBLAS, 1, notInstalled, noAsm); !errors.Is(err, ErrNotInstalled) {
 		t.Errorf("openblas, not installed: err %v", err)
 	}
-	if _, err := selectWith(BLIS, 1, broken); err == nil || errors.Is(err, ErrNotInstalled) {
+	if _, err := selectWith(BLIS, 1, broken, noAsm); err == nil || errors.Is(err, ErrNotInstalled) {
 		t.Errorf("blis, broken: err %v", err)
 	}
-	if _, err := selectWith("netlib", 1, notInstalled); err == nil {
+	if _, err := selectWith("netlib", 1, notInstalled, noAsm); err == nil {
 		t.Error("netlib accepted")
 	}
 
-	c, err = selectWith(Auto, 1, notInstalled)
+	c, err = selectWith(Auto, 1, notInstalled, noAsm)
 	if err != nil || c.Impl.Library() != nil || !strings.Contains(c.Note, "libblis4") || strings.Contains(c.Note, "\n") {
 		t.Errorf("auto, none installed: %+v, %v", c, err)
 	}
-	c, err = selectWith(Auto, 1, broken)
+	c, err = selectWith(Auto, 1, broken, noAsm)
 	if err != nil || c.Impl.Library() != nil || !strings.Contains(c.Note, "lacks cblas_sgemm") {
 		t.Errorf("auto, one broken: %+v, %v", c, err)
 	}
@@ -202,7 +205,7 @@ func TestSelect(t *testing.T) {
 		}
 		return notInstalled(n)
 	}
-	c, err = selectWith(Auto, 1, both)
+	c, err = selectWith(Auto, 1, both, noAsm)
 	if err != nil || c.Impl.Library().Name() != BLIS || c.Graph != c.Impl || c.Describe() != "blis 0.9.0, 1 thread" {
 		t.Errorf("auto, OpenBLAS and BLIS: %q, %v", c.Describe(), err)
 	}
@@ -213,18 +216,18 @@ func TestSelect(t *testing.T) {
 		}
 		return notInstalled(n)
 	}
-	c, err = selectWith(Auto, 1, openBLASOnly)
+	c, err = selectWith(Auto, 1, openBLASOnly, noAsm)
 	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.s32 || c.Graph.d64 ||
 		c.Describe() != "openblas 0.3.21, 1 thread; graph products on gonum (openblas's rows depend on their position)" {
 		t.Errorf("auto, OpenBLAS alone: %q, %v", c.Describe(), err)
 	}
 	// OpenBLAS named: its sums, gonum's graphs.
-	c, err = selectWith(OpenBLAS, 1, both)
+	c, err = selectWith(OpenBLAS, 1, both, noAsm)
 	if err != nil || c.Graph.Library() != c.Impl.Library() || c.Graph.s32 || c.Graph.d64 {
 		t.Errorf("openblas named, position-dependent: %q, %v", c.Describe(), err)
 	}
 
-	c, err = selectWith(Auto, 1, blisOnly)
+	c, err = selectWith(Auto, 1, blisOnly, noAsm)
 	if err != nil || c.Impl.Library() == nil || c.Impl.Library().Name() != BLIS || c.Note != "" {
 		t.Errorf("auto, BLIS there: %+v, %v", c, err)
 	}
@@ -234,6 +237,58 @@ func TestSelect(t *testing.T) {
 	// The fake computes with gonum: its rows are independent, so the graphs use it too.
 	if c.Graph != c.Impl || c.Describe() != "blis 0.9.0, 1 thread" {
 		t.Errorf("auto, BLIS there: graph %+v, %q", c.Graph, c.Describe())
+	}
+}
+
+// TestSelectAsm: with dpsgd's AVX-512 kernels, auto takes them for everything when no library
+// is installed, and for the graphs' products beside a library's sums; asm names them alone,
+// and is an error (ErrNotInstalled) on a CPU without them.
+func TestSelectAsm(t *testing.T) {
+	notInstalled := func(n Name) (*Library, error) {
+		return nil, fmt.Errorf("%s: %w: gone", n, ErrNotInstalled)
+	}
+	if _, err := selectWith(Asm, 1, notInstalled, func(int) *avxgemm.Impl { return nil }); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "AVX-512F") {
+		t.Errorf("asm without the kernels: err %v", err)
+	}
+	if !avxgemm.Available() {
+		t.Skip("no AVX-512F on this machine")
+	}
+	withAsm := func(th int) *avxgemm.Impl { return avxgemm.New(th) }
+	c, err := selectWith(Asm, 2, notInstalled, withAsm)
+	if err != nil || c.Impl.asm == nil || c.Impl.lib != nil || c.Graph != c.Impl || c.Note != "" ||
+		c.Describe() != AsmDescription+", 2 threads" {
+		t.Errorf("asm: %q, %v", c.Describe(), err)
+	}
+	c, err = selectWith(Auto, 1, notInstalled, withAsm)
+	if err != nil || c.Impl.asm == nil || c.Impl.lib != nil || c.Graph != c.Impl || c.Note != "" {
+		t.Errorf("auto, no library: %q, %v", c.Describe(), err)
+	}
+	openBLAS := func(n Name) (*Library, error) {
+		if n == OpenBLAS {
+			return positionDependent(fakeLibrary(OpenBLAS, "0.3.21", 1)), nil
+		}
+		return notInstalled(n)
+	}
+	c, err = selectWith(Auto, 1, openBLAS, withAsm)
+	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.lib != nil || c.Graph.asm == nil ||
+		c.Describe() != "openblas 0.3.21, 1 thread; graph products on "+AsmDescription+", 1 thread (openblas's rows depend on their position)" {
+		t.Errorf("auto, OpenBLAS and asm: %q, %v", c.Describe(), err)
+	}
+	blis := func(n Name) (*Library, error) {
+		if n == BLIS {
+			return fakeLibrary(BLIS, "0.9.0", 1), nil
+		}
+		return notInstalled(n)
+	}
+	c, err = selectWith(BLIS, 1, blis, withAsm)
+	if err != nil || c.Impl.Library().Name() != BLIS || c.Graph.asm == nil ||
+		c.Describe() != "blis 0.9.0, 1 thread; graph products on "+AsmDescription+", 1 thread" {
+		t.Errorf("blis named, with asm: %q, %v", c.Describe(), err)
+	}
+	// Kernels whose rows failed the probe would not be used.
+	c, err = selectWith(Go, 1, notInstalled, withAsm)
+	if err != nil || c.Impl.asm != nil || c.Graph.asm != nil {
+		t.Errorf("go with the kernels there: %q, %v", c.Describe(), err)
 	}
 }
 
@@ -252,7 +307,7 @@ func TestDescribe(t *testing.T) {
 	} {
 		g := im
 		g.s32, g.d64 = c.s32, c.d64
-		if got := (Choice{Impl: im, Graph: g}).Describe(); got != c.want {
+		if got := (Choice{Impl: im, Graph: g, dependent: !c.s32 || !c.d64}).Describe(); got != c.want {
 			t.Errorf("Describe = %q, want %q", got, c.want)
 		}
 	}
