@@ -78,11 +78,13 @@ const AsmDescription = "asm (dpsgd's AVX-512 GEMM)"
 // Select loads the BLAS that n names and sets its thread count (see ThreadsFor). Go is
 // gonum's; Asm is dpsgd's AVX-512 kernels (an error wrapping ErrNotInstalled on a CPU without
 // AVX-512F); a library that cannot be loaded is an error (wrapping ErrNotInstalled when it is
-// absent). Auto loads every library of Libraries that is installed and takes the first whose
-// rows are position-independent, else the first (choose), with the kernels, when the CPU has
-// them, for the graphs' products; with no library, the kernels for everything; with neither,
-// gonum's, with a Note: that nothing faster is there (and which package to install), or why
-// the libraries found cannot be used.
+// absent), and one that loads computes the sums, with the graphs' products on the kernels
+// when the CPU has them (choose). Auto takes the kernels for everything when the CPU has them:
+// they were faster than every library in the measurements of docs/benchmarks.md, and their
+// results are the same bits on every such CPU and at any thread count. Without them, it loads
+// every library of Libraries that is installed and takes the first whose rows are
+// position-independent, else the first (choose); with none, gonum's, with a Note: that nothing
+// faster is there (and which package to install), or why the libraries found cannot be used.
 func Select(n Name, threads int) (Choice, error) {
 	return selectWith(n, threads, Open, newAsm)
 }
@@ -125,6 +127,10 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error), asm func
 	default:
 		return Choice{}, fmt.Errorf("fastblas: BLAS %q: want %s", n, NamesText())
 	}
+	if kern != nil {
+		im := Implementation{asm: kern}
+		return Choice{Impl: im, Graph: im}, nil
+	}
 	var (
 		libs   []*Library
 		broken []string
@@ -139,14 +145,10 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error), asm func
 		}
 	}
 	if len(libs) > 0 {
-		return choose(libs, threads, kern), nil
-	}
-	if kern != nil {
-		im := Implementation{asm: kern}
-		return Choice{Impl: im, Graph: im}, nil
+		return choose(libs, threads, nil), nil
 	}
 	if len(broken) > 0 {
-		return Choice{Note: fmt.Sprintf("BLAS: %s, as no library found is usable (%s) and dpsgd's kernels cannot run (%s)", GoDescription, strings.Join(broken, "; "), asmWhy)}, nil
+		return Choice{Note: fmt.Sprintf("BLAS: %s, as dpsgd's kernels cannot run (%s) and no library found is usable (%s)", GoDescription, asmWhy, strings.Join(broken, "; "))}, nil
 	}
 	return Choice{Note: fmt.Sprintf("BLAS: %s (dpsgd's AVX-512 kernels cannot run: %s); install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, asmWhy, Package(BLIS))}, nil
 }

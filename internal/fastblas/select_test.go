@@ -240,9 +240,9 @@ func TestSelect(t *testing.T) {
 	}
 }
 
-// TestSelectAsm: with dpsgd's AVX-512 kernels, auto takes them for everything when no library
-// is installed, and for the graphs' products beside a library's sums; asm names them alone,
-// and is an error (ErrNotInstalled) on a CPU without them.
+// TestSelectAsm: with dpsgd's AVX-512 kernels, auto takes them for everything, libraries
+// installed or not; a library named computes the sums, the kernels the graphs' products; asm
+// names them alone, and is an error (ErrNotInstalled) on a CPU without them.
 func TestSelectAsm(t *testing.T) {
 	notInstalled := func(n Name) (*Library, error) {
 		return nil, fmt.Errorf("%s: %w: gone", n, ErrNotInstalled)
@@ -270,9 +270,13 @@ func TestSelectAsm(t *testing.T) {
 		return notInstalled(n)
 	}
 	c, err = selectWith(Auto, 1, openBLAS, withAsm)
+	if err != nil || c.Impl.lib != nil || c.Impl.asm == nil || c.Graph != c.Impl {
+		t.Errorf("auto, OpenBLAS and asm: %q, %v", c.Describe(), err)
+	}
+	c, err = selectWith(OpenBLAS, 1, openBLAS, withAsm)
 	if err != nil || c.Impl.Library().Name() != OpenBLAS || c.Graph.lib != nil || c.Graph.asm == nil ||
 		c.Describe() != "openblas 0.3.21, 1 thread; graph products on "+AsmDescription+", 1 thread (openblas's rows depend on their position)" {
-		t.Errorf("auto, OpenBLAS and asm: %q, %v", c.Describe(), err)
+		t.Errorf("openblas named, with asm: %q, %v", c.Describe(), err)
 	}
 	blis := func(n Name) (*Library, error) {
 		if n == BLIS {
