@@ -1,3 +1,6 @@
+// Run in this directory: go run asmgen/main.go > gemm_amd64.s (TestAsmIsGenerated checks it).
+//go:generate sh -c "go run asmgen/main.go > gemm_amd64.s"
+
 package avxgemm
 
 import (
@@ -10,6 +13,14 @@ import (
 // Available reports whether the kernels run on this machine: an amd64 CPU with AVX-512F that
 // the operating system enables, in a build without the noasm or purego tags.
 func Available() bool { return available }
+
+// Missing says why the kernels cannot run here; it is empty when they are Available.
+func Missing() string {
+	if available {
+		return ""
+	}
+	return missing
+}
 
 // Describe names the implementation, for logs and the run's JSON.
 const Describe = "dpsgd AVX-512 GEMM (rows independent by construction)"

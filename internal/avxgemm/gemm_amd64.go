@@ -7,6 +7,9 @@ import "golang.org/x/sys/cpu"
 // available is whether the CPU and the OS support the AVX-512F kernels.
 var available = cpu.X86.HasAVX512F
 
+// missing says why the kernels cannot run when they are not available.
+const missing = "this CPU has no AVX-512F (or the OS does not enable it)"
+
 // The micro-kernels of gemm_amd64.s (see asmgen/main.go). Each computes rows 0 … mr−1 of one
 // 16-row tile of C and the columns of mask (one 64-byte vector) over kc values of k: the
 // direct kernels read A's 16 rows in place at stride lda, the packed ones element (i, k) at

@@ -4,6 +4,9 @@ package avxgemm
 
 const available = false
 
+// missing says why the kernels cannot run.
+const missing = "this build has no AVX-512 kernels (not amd64, or built with the noasm or purego tag)"
+
 func sgemmDirect(kc int, a *float32, lda int, b *float32, c *float32, ldc int, mr int, mask uint64, alpha, beta float32, mode int) {
 	panic("avxgemm: no kernels on this platform")
 }

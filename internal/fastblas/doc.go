@@ -1,6 +1,8 @@
-// Package fastblas is the optional fast CPU BLAS: it loads OpenBLAS, BLIS or Intel MKL at run
-// time through purego (so the binary still builds with CGO_ENABLED=0, as for the CUDA driver in
-// docs/gpu.md) and serves gonum's blas.Float32 and blas.Float64 interfaces with them.
+// Package fastblas is the fast CPU BLAS: it serves gonum's blas.Float32 and blas.Float64
+// interfaces with dpsgd's own AVX-512 GEMM (package avxgemm, the "asm" choice, which Auto
+// takes on every CPU that has AVX-512F), or with OpenBLAS, BLIS or Intel MKL loaded at run time
+// through purego (so the binary still builds with CGO_ENABLED=0, as for the CUDA driver in
+// docs/gpu.md).
 //
 // Only the Level-3 products Sgemm and Dgemm go to the library: they are the whole of the BLAS
 // time of a DP-SGD step (the forward and backward products of the Gorgonia graphs, and the
@@ -20,7 +22,9 @@
 // checks that when a library loads (rowsIndependent); a library that fails it (OpenBLAS 0.3.21)
 // computes only kernels.Gemm's products (the clipped sums, whose rounding bound holds in any
 // order of summation, and the convolutions' per-example gradients, one call per example), and
-// the graphs keep gonum's. Auto prefers a library that passes (BLIS).
+// the graphs go to the AVX-512 GEMM, or keep gonum's on a CPU without it. Without the AVX-512
+// GEMM, Auto prefers a library that passes (BLIS). The AVX-512 GEMM has the property by
+// construction; the probe checks it too before it is used.
 //
 // Install makes a Choice the BLAS of gonum's blas32 and blas64 packages (kernels.Gemm) and of
 // Gorgonia (gorgonia.Use, which also sets gorgonia.org/tensor's); it is process-wide, as the

@@ -103,7 +103,10 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error), asm func
 	if n == Go {
 		return Choice{}, nil
 	}
-	kern, asmWhy := asm(threads), "this CPU has no AVX-512F"
+	kern, asmWhy := asm(threads), avxgemm.Missing()
+	if kern == nil && asmWhy == "" {
+		asmWhy = "the AVX-512 kernels are unavailable"
+	}
 	if kern != nil {
 		// The kernels' rows are independent by construction; the probe checks it anyway.
 		if s, d := rowsIndependent(Implementation{asm: kern}); !s || !d {
