@@ -216,10 +216,16 @@ func TestBadArgumentsPanic(t *testing.T) {
 	needKernels(t)
 	im := New(1)
 	for name, f := range map[string]func(){
-		"short A":   func() { im.Sgemm(blas.NoTrans, blas.NoTrans, 2, 2, 2, 1, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2) },
-		"small ldc": func() { im.Sgemm(blas.NoTrans, blas.NoTrans, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 4), 1) },
-		"zero k":    func() { im.Dgemm(blas.NoTrans, blas.NoTrans, 2, 2, 0, 1, nil, 1, nil, 2, 0, make([]float64, 4), 2) },
-		"bad flag":  func() { im.Dgemm(blas.Transpose('x'), blas.NoTrans, 1, 1, 1, 1, []float64{1}, 1, []float64{1}, 1, 0, []float64{0}, 1) },
+		"short A": func() {
+			im.Sgemm(blas.NoTrans, blas.NoTrans, 2, 2, 2, 1, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2)
+		},
+		"small ldc": func() {
+			im.Sgemm(blas.NoTrans, blas.NoTrans, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 4), 1)
+		},
+		"zero k": func() { im.Dgemm(blas.NoTrans, blas.NoTrans, 2, 2, 0, 1, nil, 1, nil, 2, 0, make([]float64, 4), 2) },
+		"bad flag": func() {
+			im.Dgemm(blas.Transpose('x'), blas.NoTrans, 1, 1, 1, 1, []float64{1}, 1, []float64{1}, 1, 0, []float64{0}, 1)
+		},
 	} {
 		func() {
 			defer func() {

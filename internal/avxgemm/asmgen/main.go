@@ -20,10 +20,10 @@ import (
 )
 
 type prec struct {
-	name   string // "s" or "d"
-	size   int    // bytes per element
-	ps     string // instruction suffix: PS or PD
-	bcast  string // broadcast instruction
+	name  string // "s" or "d"
+	size  int    // bytes per element
+	ps    string // instruction suffix: PS or PD
+	bcast string // broadcast instruction
 }
 
 var b strings.Builder
