@@ -27,7 +27,7 @@ run: build
 # every fuzz target.
 test: vet lint
 	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -tags noasm ./kernels ./internal/avxgemm ./internal/fastblas
+	$(GO) test -count=1 -tags noasm ./kernels ./internal/avxgemm ./internal/fastblas ./engine/nn
 	$(MAKE) fuzz
 
 test-short:
@@ -36,7 +36,7 @@ test-short:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
 	$(GO) vet ./...
-	$(GO) vet -tags noasm ./kernels ./internal/avxgemm ./internal/fastblas
+	$(GO) vet -tags noasm ./kernels ./internal/avxgemm ./internal/fastblas ./engine/nn
 
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
