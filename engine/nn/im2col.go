@@ -61,8 +61,17 @@ func im2colOne[T float32 | float64](dst, src []T, i int, g convGeom) {
 						clear(dst)
 						continue
 					}
+					src := plane[y*g.inW+x0+lo : y*g.inW+x0+hi]
+					if lo == 0 && hi == k && k <= 16 {
+						// A short interior run (the MNIST CNN's first kernel rows are 8
+						// wide): a loop costs less than copy's call.
+						for t, v := range src {
+							dst[t] = v
+						}
+						continue
+					}
 					clear(dst[:lo])
-					copy(dst[lo:hi], plane[y*g.inW+x0+lo:y*g.inW+x0+hi])
+					copy(dst[lo:hi], src)
 					clear(dst[hi:])
 				}
 			}

@@ -349,16 +349,23 @@ func patchesForward[T float32 | float64](op *rowsOp, out, x []T) {
 	for oy := 0; oy < op.oh; oy++ {
 		for ox := 0; ox < op.ow; ox++ {
 			o := out[(oy*op.ow+ox)*cols : (oy*op.ow+ox+1)*cols]
+			// The kernel row's columns inside the image, kx in [lo, hi), are one contiguous
+			// run of (hi − lo)·c values of the image row: copied at once, the padding cleared.
+			x0 := ox*op.s - op.pad
+			lo, hi := max(0, -x0), min(k, op.w-x0)
 			for ky := 0; ky < k; ky++ {
 				y := oy*op.s - op.pad + ky
-				for kx := 0; kx < k; kx++ {
-					xx := ox*op.s - op.pad + kx
-					dst := o[(ky*k+kx)*c : (ky*k+kx+1)*c]
-					if y < 0 || y >= op.h || xx < 0 || xx >= op.w {
-						clear(dst)
-						continue
-					}
-					copy(dst, x[(y*op.w+xx)*c:(y*op.w+xx+1)*c])
+				dst := o[ky*k*c : (ky+1)*k*c]
+				if y < 0 || y >= op.h || lo >= hi {
+					clear(dst)
+					continue
+				}
+				if lo > 0 {
+					clear(dst[:lo*c])
+				}
+				copy(dst[lo*c:hi*c], x[(y*op.w+x0+lo)*c:(y*op.w+x0+hi)*c])
+				if hi < k {
+					clear(dst[hi*c:])
 				}
 			}
 		}
