@@ -62,12 +62,10 @@ func im2colOne[T float32 | float64](dst, src []T, i int, g convGeom) {
 						continue
 					}
 					src := plane[y*g.inW+x0+lo : y*g.inW+x0+hi]
-					if lo == 0 && hi == k && k <= 16 {
-						// A short interior run (the MNIST CNN's first kernel rows are 8
-						// wide): a loop costs less than copy's call.
-						for t, v := range src {
-							dst[t] = v
-						}
+					if lo == 0 && hi == 8 && k == 8 {
+						// An interior run of an 8-wide kernel row (the MNIST CNN's first
+						// convolution): moved as an array, without copy's call.
+						*(*[8]T)(dst) = [8]T(src)
 						continue
 					}
 					clear(dst[:lo])
