@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// BenchmarkSgemm: the package's kernels against gonum's pure-Go Sgemm on the products of the
+// BenchmarkSgemm: the package's kernels (each instruction set the CPU runs) against gonum's pure-Go Sgemm on the products of the
 // training graphs (one replica's, on one goroutine: the MNIST CNN's convolutions at a
 // physical batch of 152, forward and backward, and the MLP's layer) and on 1024³ with every
 // core, in GFLOP/s.
@@ -44,15 +44,19 @@ func BenchmarkSgemm(b *testing.B) {
 			ldb, tB = s.k, blas.Trans
 		}
 		flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
-		im := New(s.threads)
 		var g gonum.Implementation
-		for _, impl := range []struct {
+		impls := []struct {
 			name string
 			f    func()
-		}{
-			{"asm", func() { im.Sgemm(blas.NoTrans, tB, s.m, s.n, s.k, 1, a, s.k, bm, ldb, 0, c, s.n) }},
-			{"gonum", func() { g.Sgemm(blas.NoTrans, tB, s.m, s.n, s.k, 1, a, s.k, bm, ldb, 0, c, s.n) }},
-		} {
+		}{{"gonum", func() { g.Sgemm(blas.NoTrans, tB, s.m, s.n, s.k, 1, a, s.k, bm, ldb, 0, c, s.n) }}}
+		for _, isa := range isas() {
+			im := newISA(isa, s.threads)
+			impls = append(impls, struct {
+				name string
+				f    func()
+			}{isa, func() { im.Sgemm(blas.NoTrans, tB, s.m, s.n, s.k, 1, a, s.k, bm, ldb, 0, c, s.n) }})
+		}
+		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%s/%s", s.name, impl.name), func(b *testing.B) {
 				if impl.name == "gonum" && s.threads == 1 {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))

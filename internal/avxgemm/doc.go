@@ -1,5 +1,5 @@
 // Package avxgemm is dpsgd's own matrix product C = α·op(A)·op(B) + β·C for row-major float32
-// and float64 matrices, in AVX-512 assembly: the fast CPU path of the training graphs when no
+// and float64 matrices, in AVX-512 or AVX2 assembly: the fast CPU path of the training graphs when no
 // system BLAS computes them correctly for DP-SGD.
 //
 // What it guarantees beyond accuracy is that every row of C is a function of that row of
@@ -14,12 +14,13 @@
 // one fused multiply-add per k, k ascending, in blocks of a fixed KC values of k that depend
 // on k alone; a block's sum s updates C as α·s (the first block when β = 0, C unread), α·s +
 // β·C (the first block otherwise) or α·s + C (the later blocks), each rounding once per
-// operation. The micro-kernels (gemm_amd64.s, written by asmgen) compute 16 rows at a time:
-// the full blocks of rows in place, the last, partial block from a zero-padded copy, with the
-// same operations in the same order. Rows never share an accumulator, and threads split the
-// rows in whole blocks.
+// operation. The micro-kernels (gemm_amd64.s, written by asmgen) compute 16 rows at a time
+// with AVX-512, 6 with AVX2: the full blocks of rows in place, the last, partial block from a
+// zero-padded copy, with the same operations in the same order. Rows never share an
+// accumulator, and threads split the rows in whole blocks. The AVX-512 and the AVX2 kernels
+// therefore give the same bits too, so a run's result does not depend on which the CPU has.
 //
-// The package runs on amd64 CPUs with AVX-512F (Available); elsewhere it has no kernels and
-// Available reports false. internal/fastblas serves it as the "asm" BLAS and checks the
+// The package runs on amd64 CPUs with AVX-512F, or with AVX2, FMA and POPCNT (Available; New
+// takes AVX-512 where it can); elsewhere it has no kernels and Available reports false. internal/fastblas serves it as the "asm" BLAS and checks the
 // row property again at run time with its probe.
 package avxgemm

@@ -10,24 +10,20 @@ import (
 	"gonum.org/v1/gonum/blas"
 )
 
-// Available reports whether the kernels run on this machine: an amd64 CPU with AVX-512F that
-// the operating system enables, in a build without the noasm or purego tags.
-func Available() bool { return available }
+// Available reports whether the kernels run on this machine: an amd64 CPU with AVX-512F, or
+// with AVX2 and FMA, that the operating system enables, in a build without the noasm or purego
+// tags.
+func Available() bool { return hasAVX512 || hasAVX2 }
 
 // Missing says why the kernels cannot run here; it is empty when they are Available.
 func Missing() string {
-	if available {
+	if Available() {
 		return ""
 	}
 	return missing
 }
 
-// Describe names the implementation, for logs and the run's JSON.
-const Describe = "dpsgd AVX-512 GEMM (rows independent by construction)"
-
 const (
-	// mr is the rows of a tile (the kernels' 16 accumulators).
-	mr = 16
 	// kcMax is the block of k summed in registers before C is updated; it depends on nothing
 	// but k, so neither does any row's result.
 	kcMax = 256
@@ -41,7 +37,8 @@ type float interface{ float32 | float64 }
 
 // kernelSet is one precision's micro-kernels and panel width.
 type kernelSet[T float] struct {
-	nr             int // columns of a panel: one 64-byte vector
+	mr             int // rows of a tile: 16 (AVX-512) or 6 (AVX2)
+	nr             int // columns of a panel: 64 bytes
 	direct, packed func(kc int, a *T, stride int, b *T, c *T, ldc int, rows int, mask uint64, alpha, beta T, mode int)
 	pool           *sync.Pool
 }
@@ -49,6 +46,7 @@ type kernelSet[T float] struct {
 // Impl computes products with the kernels; Threads (at least 1) is how many goroutines one
 // large product may use. The zero value is not usable: use New.
 type Impl struct {
+	isa     string
 	threads int
 	// parallelWork is the least m·n·k for which a product is split over threads.
 	parallelWork int
@@ -56,19 +54,41 @@ type Impl struct {
 	d            kernelSet[float64]
 }
 
-// New returns an Impl whose large products use up to threads goroutines (at least 1). It
-// panics when the kernels are not Available.
+// New returns an Impl whose large products use up to threads goroutines (at least 1), with
+// the AVX-512 kernels where the CPU has them, else the AVX2 ones. It panics when neither is
+// Available.
 func New(threads int) *Impl {
-	if !available {
-		panic("avxgemm: the kernels need an amd64 CPU with AVX-512F")
+	switch {
+	case hasAVX512:
+		return newISA(ISAAVX512, threads)
+	case hasAVX2:
+		return newISA(ISAAVX2, threads)
 	}
-	return &Impl{
-		threads:      max(1, threads),
-		parallelWork: parallelWork,
-		s:            kernelSet[float32]{nr: 16, direct: sgemmDirect, packed: sgemmPacked, pool: new(sync.Pool)},
-		d:            kernelSet[float64]{nr: 8, direct: dgemmDirect, packed: dgemmPacked, pool: new(sync.Pool)},
-	}
+	panic("avxgemm: " + missing)
 }
+
+// The instruction sets of the kernels. Both compute every element with the same operations in
+// the same order, so they give the same bits (TestAVX2EqualsAVX512).
+const (
+	ISAAVX512 = "AVX-512"
+	ISAAVX2   = "AVX2"
+)
+
+// newISA is New with the kernels of isa, which the CPU must support.
+func newISA(isa string, threads int) *Impl {
+	im := &Impl{isa: isa, threads: max(1, threads), parallelWork: parallelWork}
+	if isa == ISAAVX512 {
+		im.s = kernelSet[float32]{mr: 16, nr: 16, direct: sgemmDirect, packed: sgemmPacked, pool: new(sync.Pool)}
+		im.d = kernelSet[float64]{mr: 16, nr: 8, direct: dgemmDirect, packed: dgemmPacked, pool: new(sync.Pool)}
+		return im
+	}
+	im.s = kernelSet[float32]{mr: 6, nr: 16, direct: sgemmDirectAVX2, packed: sgemmPackedAVX2, pool: new(sync.Pool)}
+	im.d = kernelSet[float64]{mr: 6, nr: 8, direct: dgemmDirectAVX2, packed: dgemmPackedAVX2, pool: new(sync.Pool)}
+	return im
+}
+
+// ISA is the instruction set of the kernels: ISAAVX512 or ISAAVX2.
+func (im *Impl) ISA() string { return im.isa }
 
 // Threads is the goroutines one large product may use.
 func (im *Impl) Threads() int { return im.threads }
@@ -90,7 +110,7 @@ func (im *Impl) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []flo
 // workers is the goroutines an m×n×k product uses: one for small products.
 func (im *Impl) workers(m, n, k int) int {
 	if im.threads > 1 && float64(m)*float64(n)*float64(k) >= float64(im.parallelWork) {
-		return min(im.threads, (m+mr-1)/mr)
+		return min(im.threads, (m+im.s.mr-1)/im.s.mr)
 	}
 	return 1
 }
@@ -129,7 +149,7 @@ func run[T float](ks kernelSet[T], workers int, tA, tB bool, m, n, k int, alpha 
 	panelsMax := (min(n, ncMax) + nr - 1) / nr
 	bp := getBuf[T](ks.pool, min(k, kcMax)*panelsMax*nr)
 	defer ks.pool.Put(bp)
-	blocks := (m + mr - 1) / mr
+	blocks := (m + ks.mr - 1) / ks.mr
 	for jc := 0; jc < n; jc += ncMax {
 		ncur := min(ncMax, n-jc)
 		panels := (ncur + nr - 1) / nr
@@ -178,6 +198,7 @@ func (t *tileBlock[T]) rows(b0, b1 int) {
 	var edge *[]T
 	nr := t.ks.nr
 	for ib := b0; ib < b1; ib++ {
+		mr := t.ks.mr
 		i0 := ib * mr
 		rows := min(mr, t.m-i0)
 		var (
@@ -195,7 +216,7 @@ func (t *tileBlock[T]) rows(b0, b1 int) {
 				edge = getBuf[T](t.ks.pool, t.kcur*mr)
 				defer t.ks.pool.Put(edge)
 			}
-			packA(*edge, t.a, t.lda, t.tA, i0, rows, t.pc, t.kcur)
+			packA(*edge, t.a, t.lda, t.tA, i0, rows, mr, t.pc, t.kcur)
 			ap, stride = &(*edge)[0], mr
 		}
 		for p := range t.panels {
@@ -240,7 +261,7 @@ func packB[T float](dst, b []T, ldb int, tB bool, pc, kcur, jc, ncur, nr int) {
 
 // packA writes rows i0 … i0+rows−1 of op(A), columns pc … pc+kcur−1, as dst[kk·mr + ii],
 // zero past the last row.
-func packA[T float](dst, a []T, lda int, tA bool, i0, rows, pc, kcur int) {
+func packA[T float](dst, a []T, lda int, tA bool, i0, rows, mr, pc, kcur int) {
 	dst = dst[:kcur*mr]
 	clear(dst)
 	if tA {

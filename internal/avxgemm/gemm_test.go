@@ -11,8 +11,20 @@ import (
 func needKernels(t testing.TB) {
 	t.Helper()
 	if !Available() {
-		t.Skip("no AVX-512F on this machine")
+		t.Skip(missing)
 	}
+}
+
+// isas lists the kernels this machine runs (an AVX-512 CPU runs both).
+func isas() []string {
+	var l []string
+	if hasAVX512 {
+		l = append(l, ISAAVX512)
+	}
+	if hasAVX2 {
+		l = append(l, ISAAVX2)
+	}
+	return l
 }
 
 // ref is the product computed the way the package documents it, element by element in
@@ -124,24 +136,26 @@ func trans(t bool) blas.Transpose {
 func testAgainstRef[T float](t *testing.T, fma func(x, y, z T) T, gemm func(im *Impl, tA, tB blas.Transpose, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	const sentinel = 12345
-	for _, threads := range []int{1, 3} {
-		im := New(threads)
-		im.parallelWork = 1 // split every product that has more than one block of rows
-		for _, tc := range cases() {
-			a, lda, b, ldb, c, ldc := operands[T](rng, tc, sentinel)
-			want := append([]T(nil), c...)
-			if tc.beta == 0 {
-				for i := range c { // β = 0: C is not read, so its NaN must not show
-					if i%ldc < tc.n {
-						c[i] = T(math.NaN())
+	for _, isa := range isas() {
+		for _, threads := range []int{1, 3} {
+			im := newISA(isa, threads)
+			im.parallelWork = 1 // split every product that has more than one block of rows
+			for _, tc := range cases() {
+				a, lda, b, ldb, c, ldc := operands[T](rng, tc, sentinel)
+				want := append([]T(nil), c...)
+				if tc.beta == 0 {
+					for i := range c { // β = 0: C is not read, so its NaN must not show
+						if i%ldc < tc.n {
+							c[i] = T(math.NaN())
+						}
 					}
 				}
-			}
-			ref(fma, tc.tA, tc.tB, tc.m, tc.n, tc.k, T(tc.alpha), a, lda, b, ldb, T(tc.beta), want, ldc)
-			gemm(im, trans(tc.tA), trans(tc.tB), tc.m, tc.n, tc.k, T(tc.alpha), a, lda, b, ldb, T(tc.beta), c, ldc)
-			for i := range c {
-				if math.Float64bits(float64(c[i])) != math.Float64bits(float64(want[i])) {
-					t.Fatalf("threads %d, %+v: C[%d,%d] = %v, want %v (bit for bit)", threads, tc, i/ldc, i%ldc, c[i], want[i])
+				ref(fma, tc.tA, tc.tB, tc.m, tc.n, tc.k, T(tc.alpha), a, lda, b, ldb, T(tc.beta), want, ldc)
+				gemm(im, trans(tc.tA), trans(tc.tB), tc.m, tc.n, tc.k, T(tc.alpha), a, lda, b, ldb, T(tc.beta), c, ldc)
+				for i := range c {
+					if math.Float64bits(float64(c[i])) != math.Float64bits(float64(want[i])) {
+						t.Fatalf("%s, threads %d, %+v: C[%d,%d] = %v, want %v (bit for bit)", isa, threads, tc, i/ldc, i%ldc, c[i], want[i])
+					}
 				}
 			}
 		}
@@ -158,6 +172,30 @@ func TestDgemmEqualsReference(t *testing.T) {
 	testAgainstRef(t, fma64, (*Impl).Dgemm)
 }
 
+// TestAVX2EqualsAVX512: on a CPU that runs both, the two kernel sets give the same bits on
+// every case (the reference tests check each against the scalar model too; this compares
+// them directly, NaN payloads included).
+func TestAVX2EqualsAVX512(t *testing.T) {
+	if !hasAVX512 || !hasAVX2 {
+		t.Skip("needs a CPU with both AVX-512F and AVX2")
+	}
+	rng := rand.New(rand.NewPCG(23, 29))
+	wide, narrow := newISA(ISAAVX512, 2), newISA(ISAAVX2, 2)
+	wide.parallelWork, narrow.parallelWork = 1, 1
+	for _, tc := range cases() {
+		a, lda, b, ldb, c, ldc := operands[float64](rng, tc, 7)
+		a[0] = math.NaN()
+		c2 := append([]float64(nil), c...)
+		wide.Dgemm(trans(tc.tA), trans(tc.tB), tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+		narrow.Dgemm(trans(tc.tA), trans(tc.tB), tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c2, ldc)
+		for i := range c {
+			if math.Float64bits(c[i]) != math.Float64bits(c2[i]) {
+				t.Fatalf("%+v: C[%d]: AVX-512 %v, AVX2 %v", tc, i, c[i], c2[i])
+			}
+		}
+	}
+}
+
 // TestRowsIndependent: reordering the rows of op(A), adding rows around them, changing the
 // threads, or putting hostile values (NaN, ±Inf, 1e30, subnormals, −0) in another row leaves
 // every row of C the same, bit for bit.
@@ -171,39 +209,41 @@ func TestRowsIndependent(t *testing.T) {
 			tc := gemmCase{tA: tA, tB: tB, m: m, n: n, k: k, alpha: 1}
 			a, lda, b, ldb, c, ldc := operands[float32](rng, tc, 0)
 			New(1).Sgemm(trans(tA), trans(tB), m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
-			// Row i of A goes to row perm[i] of a bigger A2 whose other rows are hostile.
-			m2 := m + 30
-			perm := rng.Perm(m2)[:m]
-			get := func(x []float32, ld, i, kk int) *float32 {
+			for _, isa := range isas() {
+				// Row i of A goes to row perm[i] of a bigger A2 whose other rows are hostile.
+				m2 := m + 30
+				perm := rng.Perm(m2)[:m]
+				get := func(x []float32, ld, i, kk int) *float32 {
+					if tA {
+						return &x[kk*ld+i]
+					}
+					return &x[i*ld+kk]
+				}
+				lda2 := k
 				if tA {
-					return &x[kk*ld+i]
+					lda2 = m2
 				}
-				return &x[i*ld+kk]
-			}
-			lda2 := k
-			if tA {
-				lda2 = m2
-			}
-			a2 := make([]float32, m2*k)
-			for i := range m2 {
-				for kk := range k {
-					*get(a2, lda2, i, kk) = hostile[(i+kk)%len(hostile)]
+				a2 := make([]float32, m2*k)
+				for i := range m2 {
+					for kk := range k {
+						*get(a2, lda2, i, kk) = hostile[(i+kk)%len(hostile)]
+					}
 				}
-			}
-			for i := range m {
-				for kk := range k {
-					*get(a2, lda2, perm[i], kk) = *get(a, lda, i, kk)
-				}
-			}
-			for _, threads := range []int{1, 2, 5} {
-				im := New(threads)
-				im.parallelWork = 1
-				c2 := make([]float32, m2*n)
-				im.Sgemm(trans(tA), trans(tB), m2, n, k, 1, a2, lda2, b, ldb, 0, c2, n)
 				for i := range m {
-					for j := range n {
-						if math.Float32bits(c2[perm[i]*n+j]) != math.Float32bits(c[i*ldc+j]) {
-							t.Fatalf("tA %v tB %v threads %d: row %d at %d: C[%d] = %v, alone %v", tA, tB, threads, i, perm[i], j, c2[perm[i]*n+j], c[i*ldc+j])
+					for kk := range k {
+						*get(a2, lda2, perm[i], kk) = *get(a, lda, i, kk)
+					}
+				}
+				for _, threads := range []int{1, 2, 5} {
+					im := newISA(isa, threads)
+					im.parallelWork = 1
+					c2 := make([]float32, m2*n)
+					im.Sgemm(trans(tA), trans(tB), m2, n, k, 1, a2, lda2, b, ldb, 0, c2, n)
+					for i := range m {
+						for j := range n {
+							if math.Float32bits(c2[perm[i]*n+j]) != math.Float32bits(c[i*ldc+j]) {
+								t.Fatalf("%s, tA %v tB %v threads %d: row %d at %d: C[%d] = %v, alone %v", isa, tA, tB, threads, i, perm[i], j, c2[perm[i]*n+j], c[i*ldc+j])
+							}
 						}
 					}
 				}

@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkSgemm1024: C = A·B for 1024×1024 float32 matrices (2·1024³ flops), gonum's pure Go
-// against dpsgd's AVX-512 kernels (when the CPU has them) and each installed library on all
+// against dpsgd's AVX kernels (when the CPU has them) and each installed library on all
 // CPU cores, in GFLOP/s. `make bench-blas` runs it
 // interleaved with the step benchmarks and PyTorch's SGEMM (docs/benchmarks.md).
 func BenchmarkSgemm1024(b *testing.B) {

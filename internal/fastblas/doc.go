@@ -1,6 +1,7 @@
 // Package fastblas is the fast CPU BLAS: it serves gonum's blas.Float32 and blas.Float64
-// interfaces with dpsgd's own AVX-512 GEMM (package avxgemm, the "asm" choice, which Auto
-// takes on every CPU that has AVX-512F), or with OpenBLAS, BLIS or Intel MKL loaded at run time
+// interfaces with dpsgd's own GEMM (package avxgemm, the "asm" choice: AVX-512 kernels, or AVX2
+// ones on CPUs without AVX-512, the same bits either way; Auto takes it on every CPU that has
+// either), or with OpenBLAS, BLIS or Intel MKL loaded at run time
 // through purego (so the binary still builds with CGO_ENABLED=0, as for the CUDA driver in
 // docs/gpu.md).
 //
@@ -22,8 +23,8 @@
 // checks that when a library loads (rowsIndependent); a library that fails it (OpenBLAS 0.3.21)
 // computes only kernels.Gemm's products (the clipped sums, whose rounding bound holds in any
 // order of summation, and the convolutions' per-example gradients, one call per example), and
-// the graphs go to the AVX-512 GEMM, or keep gonum's on a CPU without it. Without the AVX-512
-// GEMM, Auto prefers a library that passes (BLIS). The AVX-512 GEMM has the property by
+// the graphs go to dpsgd's GEMM, or keep gonum's on a CPU without it. Without dpsgd's GEMM,
+// Auto prefers a library that passes (BLIS). dpsgd's GEMM has the property by
 // construction; the probe checks it too before it is used.
 //
 // Install makes a Choice the BLAS of gonum's blas32 and blas64 packages (kernels.Gemm) and of

@@ -10,9 +10,9 @@ import (
 )
 
 // Implementation is gonum's BLAS with Sgemm and Dgemm computed by a loaded library or by
-// dpsgd's AVX-512 kernels (package avxgemm). It implements blas.Float32, blas.Float64,
-// blas.Complex64 and blas.Complex128 (what Gorgonia's Use asks for); every routine other than
-// Sgemm and Dgemm is gonum's. A precision's products go to lib when its flag is set, else to
+// dpsgd's AVX kernels (package avxgemm: AVX-512 or AVX2). It implements blas.Float32,
+// blas.Float64, blas.Complex64 and blas.Complex128 (what Gorgonia's Use asks for); every
+// routine other than Sgemm and Dgemm is gonum's. A precision's products go to lib when its flag is set, else to
 // asm when there is one, else to gonum. The zero value is gonum's BLAS alone.
 type Implementation struct {
 	gonum.Implementation
@@ -38,7 +38,7 @@ var (
 )
 
 // Sgemm computes C = α·op(A)·op(B) + β·C for row-major float32 matrices, as gonum's Sgemm
-// (blas.Float32): through the library or the AVX-512 kernels when the arguments are valid and
+// (blas.Float32): through the library or dpsgd's AVX kernels when the arguments are valid and
 // there is a product to compute, else through gonum (which panics on bad arguments with its
 // messages).
 func (im Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

@@ -293,7 +293,7 @@ func TestGraphRowIndependence(t *testing.T) {
 	})
 	t.Run("asm", func(t *testing.T) {
 		if !avxgemm.Available() {
-			t.Skip("no AVX-512F on this machine")
+			t.Skip(avxgemm.Missing())
 		}
 		rng := rand.New(rand.NewPCG(11, 12))
 		for _, threads := range []int{1, 2} {

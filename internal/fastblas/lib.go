@@ -16,7 +16,7 @@ type Name string
 const (
 	Auto     Name = "auto"     // the first library of Libraries that loads, else Go
 	Go       Name = "go"       // gonum's pure-Go BLAS
-	Asm      Name = "asm"      // dpsgd's AVX-512 kernels (package avxgemm)
+	Asm      Name = "asm"      // dpsgd's AVX kernels (package avxgemm: AVX-512 or AVX2)
 	OpenBLAS Name = "openblas" // OpenBLAS (Debian: libopenblas0)
 	BLIS     Name = "blis"     // BLIS (Debian: libblis4)
 	MKL      Name = "mkl"      // Intel oneMKL's single dynamic library, libmkl_rt

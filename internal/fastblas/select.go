@@ -22,7 +22,7 @@ type Choice struct {
 	// per-example gradients); it is gonum's BLAS when it has neither library nor kernels.
 	Impl Implementation
 	// Graph computes the training graphs' products (Gorgonia). They need each row of a product
-	// to be a function of its own row alone (see rowsIndependent): they go to dpsgd's AVX-512
+	// to be a function of its own row alone (see rowsIndependent): they go to dpsgd's AVX
 	// kernels when the CPU has them, else to the library for the precisions whose rows pass
 	// that probe, else to gonum's.
 	Graph Implementation
@@ -67,17 +67,20 @@ func backend(im Implementation, f32 bool) string {
 	case im.lib != nil && (f32 && im.s32 || !f32 && im.d64):
 		return im.lib.Describe()
 	case im.asm != nil:
-		return fmt.Sprintf("%s, %s", AsmDescription, threadsText(im.asm.Threads()))
+		return fmt.Sprintf("%s, %s", AsmDescription(im.asm), threadsText(im.asm.Threads()))
 	}
 	return "gonum"
 }
 
-// AsmDescription describes dpsgd's AVX-512 kernels, as Describe does a library.
-const AsmDescription = "asm (dpsgd's AVX-512 GEMM)"
+// AsmDescription describes dpsgd's kernels, as Describe does a library: "asm (dpsgd's
+// AVX-512 GEMM)" or "asm (dpsgd's AVX2 GEMM)".
+func AsmDescription(kern *avxgemm.Impl) string {
+	return fmt.Sprintf("asm (dpsgd's %s GEMM)", kern.ISA())
+}
 
 // Select loads the BLAS that n names and sets its thread count (see ThreadsFor). Go is
-// gonum's; Asm is dpsgd's AVX-512 kernels (an error wrapping ErrNotInstalled on a CPU without
-// AVX-512F); a library that cannot be loaded is an error (wrapping ErrNotInstalled when it is
+// gonum's; Asm is dpsgd's kernels, AVX-512 or AVX2 (an error wrapping ErrNotInstalled on a
+// CPU with neither); a library that cannot be loaded is an error (wrapping ErrNotInstalled when it is
 // absent), and one that loads computes the sums, with the graphs' products on the kernels
 // when the CPU has them (choose). Auto takes the kernels for everything when the CPU has them:
 // they were faster than every library in the measurements of docs/benchmarks.md, and their
@@ -89,8 +92,8 @@ func Select(n Name, threads int) (Choice, error) {
 	return selectWith(n, threads, Open, newAsm)
 }
 
-// newAsm returns the AVX-512 kernels running large products on threads goroutines, or nil
-// when the CPU lacks AVX-512F.
+// newAsm returns dpsgd's kernels (AVX-512, else AVX2) running large products on threads
+// goroutines, or nil when the CPU has neither.
 func newAsm(threads int) *avxgemm.Impl {
 	if !avxgemm.Available() {
 		return nil
@@ -105,7 +108,7 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error), asm func
 	}
 	kern, asmWhy := asm(threads), avxgemm.Missing()
 	if kern == nil && asmWhy == "" {
-		asmWhy = "the AVX-512 kernels are unavailable"
+		asmWhy = "the AVX kernels are unavailable"
 	}
 	if kern != nil {
 		// The kernels' rows are independent by construction; the probe checks it anyway.
@@ -153,14 +156,14 @@ func selectWith(n Name, threads int, open func(Name) (*Library, error), asm func
 	if len(broken) > 0 {
 		return Choice{Note: fmt.Sprintf("BLAS: %s, as dpsgd's kernels cannot run (%s) and no library found is usable (%s)", GoDescription, asmWhy, strings.Join(broken, "; "))}, nil
 	}
-	return Choice{Note: fmt.Sprintf("BLAS: %s (dpsgd's AVX-512 kernels cannot run: %s); install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, asmWhy, Package(BLIS))}, nil
+	return Choice{Note: fmt.Sprintf("BLAS: %s (dpsgd's AVX kernels cannot run: %s); install %s for a faster CPU path (docs/benchmarks.md)", GoDescription, asmWhy, Package(BLIS))}, nil
 }
 
 // choose sets the libraries' threads and takes the first library whose float32 and float64
 // rows are both position-independent, for everything; failing that, libs[0] for the sums and
 // for the graphs' products of the precisions whose rows are, gonum's for the others. (Sums on
 // one library and graphs on another were measured too, and were not faster:
-// docs/benchmarks.md.) With the AVX-512 kernels (kern non-nil), the graphs' products go to
+// docs/benchmarks.md.) With dpsgd's kernels (kern non-nil), the graphs' products go to
 // them instead, in both precisions: they are row-independent and faster than the libraries
 // that pass the probe (docs/benchmarks.md).
 func choose(libs []*Library, threads int, kern *avxgemm.Impl) Choice {
