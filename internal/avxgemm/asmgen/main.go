@@ -41,16 +41,15 @@ func (pr prec) frame() (beta, mode, size int) {
 	return 72, 80, 88
 }
 
-func kernel(pr prec, direct bool) {
-	kind := "Packed"
+// prologue writes a kernel's header and loads its operands: kc in CX, a in SI, the stride of A
+// in bytes in DX and three times it in BX, b in DI. It returns the kernel's name and the frame
+// offsets of beta and mode.
+func prologue(pr prec, direct bool, suffix string) (fn string, betaOff, modeOff int) {
+	kind, stride := "Packed", "ks"
 	if direct {
-		kind = "Direct"
+		kind, stride = "Direct", "lda"
 	}
-	stride := "ks"
-	if direct {
-		stride = "lda"
-	}
-	fn := fmt.Sprintf("%sgemm%s", pr.name, kind)
+	fn = fmt.Sprintf("%sgemm%s%s", pr.name, kind, suffix)
 	p("// func %s(kc int, a *%s, %s int, b *%s, c *%s, ldc int, mr int, mask uint64, alpha, beta %s, mode int)", fn, pr.goType(), stride, pr.goType(), pr.goType(), pr.goType())
 	betaOff, modeOff, size := pr.frame()
 	p("TEXT ·%s(SB), NOSPLIT, $0-%d", fn, size)
@@ -60,6 +59,11 @@ func kernel(pr prec, direct bool) {
 	p("\tSHLQ $%d, DX", log2(pr.size))
 	p("\tLEAQ (DX)(DX*2), BX")
 	p("\tMOVQ b+24(FP), DI")
+	return fn, betaOff, modeOff
+}
+
+func kernel(pr prec, direct bool) {
+	fn, betaOff, modeOff := prologue(pr, direct, "")
 	if direct {
 		// Rows 4, 8 and 12 start 4·lda, 8·lda and 12·lda elements after row 0.
 		p("\tLEAQ (SI)(DX*4), R8")
@@ -185,21 +189,7 @@ func aAddr(pr prec, direct bool, i, u int) string {
 // Y2r and Y2r+1), B in Y12 and Y13, A's broadcast in Y14; the columns of the mask (its low
 // popcount bits) stored through VMASKMOV with lane masks read from avx2Mask<>.
 func kernelAVX2(pr prec, direct bool) {
-	kind := "Packed"
-	stride := "ks"
-	if direct {
-		kind, stride = "Direct", "lda"
-	}
-	fn := fmt.Sprintf("%sgemm%sAVX2", pr.name, kind)
-	p("// func %s(kc int, a *%s, %s int, b *%s, c *%s, ldc int, mr int, mask uint64, alpha, beta %s, mode int)", fn, pr.goType(), stride, pr.goType(), pr.goType(), pr.goType())
-	betaOff, modeOff, size := pr.frame()
-	p("TEXT ·%s(SB), NOSPLIT, $0-%d", fn, size)
-	p("\tMOVQ kc+0(FP), CX")
-	p("\tMOVQ a+8(FP), SI")
-	p("\tMOVQ %s+16(FP), DX", stride)
-	p("\tSHLQ $%d, DX", log2(pr.size))
-	p("\tLEAQ (DX)(DX*2), BX")
-	p("\tMOVQ b+24(FP), DI")
+	fn, betaOff, modeOff := prologue(pr, direct, "AVX2")
 	if direct {
 		p("\tLEAQ (SI)(BX*1), R8") // row 3
 	}
