@@ -43,17 +43,19 @@ func guarded[T float](t testing.TB, n int) (s []T, free func()) {
 // NaN, which must not show.
 func TestNoOverreadAtPageEnd(t *testing.T) {
 	needKernels(t)
-	ms := []int{1, 2, 3, 15, 16, 17, 33}
-	ns := []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 33}
-	ks := []int{1, 2, 3, 4, 5, 7, 255, 256, 257}
+	ms := []int{1, 2, 15, 16, 17, 33}
+	ns := []int{1, 7, 8, 9, 16, 17, 33}
+	ks := []int{1, 3, 4, 5, 257}
+	threads := []int{2}
 	if !testing.Short() {
-		ms = append(ms, 4, 5, 31, 32, 47, 48, 49)
-		ns = append(ns, 3, 4, 5, 6, 24, 32, 63, 64, 65)
-		ks = append(ks, 6, 8, 9, 511, 512, 513)
+		threads = []int{1, 2}
+		ms = append(ms, 3, 4, 5, 31, 32, 47, 48, 49)
+		ns = append(ns, 2, 3, 4, 5, 6, 15, 24, 31, 32, 63, 64, 65)
+		ks = append(ks, 2, 6, 7, 8, 9, 255, 256, 511, 512, 513)
 	}
 	rng := rand.New(rand.NewPCG(21, 23))
-	for _, threads := range []int{1, 2} {
-		im := New(threads)
+	for _, th := range threads {
+		im := New(th)
 		im.parallelWork = 1
 		for _, m := range ms {
 			for _, n := range ns {
