@@ -144,3 +144,81 @@ func TestStrideOverflowPanics(t *testing.T) {
 		t.Errorf("the element before C was overwritten: %v", backing[0])
 	}
 }
+
+// TestRowsIndependentBeta extends TestRowsIndependent to float64, to β ≠ 0 with hostile values
+// in the other rows of C as well as of A, and to strides with padding: row i of C, computed
+// alone (m = 1, no padding) and computed at every position of a bigger product among hostile
+// rows, is the same bits.
+func TestRowsIndependentBeta(t *testing.T) {
+	needKernels(t)
+	rowsIndependentBeta[float32](t, (*Impl).Sgemm)
+	rowsIndependentBeta[float64](t, (*Impl).Dgemm)
+}
+
+func rowsIndependentBeta[T float](t *testing.T, gemm func(im *Impl, tA, tB blas.Transpose, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)) {
+	rng := rand.New(rand.NewPCG(31, 37))
+	hostile := []T{T(math.NaN()), T(math.Inf(1)), T(math.Inf(-1)), 1e30, -1e30, T(math.SmallestNonzeroFloat32), T(math.Copysign(0, -1)), 1e-300}
+	const n, k, m2, pad = 13, 261, 35, 3
+	for tr := range 4 {
+		tA, tB := tr&1 != 0, tr&2 != 0
+		for _, beta := range []T{0, 0.5, 1} {
+			b, ldb := make([]T, n*k), n
+			if tB {
+				ldb = k
+			}
+			for i := range b {
+				b[i] = T(rng.NormFloat64())
+			}
+			// The big product: m2 rows, every one hostile but the row under test.
+			lda, ldc := k+pad, n+pad
+			if tA {
+				lda = m2 + pad
+			}
+			at := func(x []T, ld, i, kk int) *T {
+				if tA {
+					return &x[kk*ld+i]
+				}
+				return &x[i*ld+kk]
+			}
+			row, c1 := make([]T, k), make([]T, n)
+			for kk := range row {
+				row[kk] = T(rng.NormFloat64())
+			}
+			for j := range c1 {
+				c1[j] = T(rng.NormFloat64())
+			}
+			alone, lda1 := append([]T(nil), c1...), k
+			if tA {
+				lda1 = 1 // op(A) = row is stored as a k×1 column
+			}
+			gemm(New(1), trans(tA), trans(tB), 1, n, k, -1.5, row, lda1, b, ldb, beta, alone, n)
+			for _, pos := range []int{0, 1, 15, 16, 17, 31, 32, m2 - 1} {
+				a := make([]T, max(m2*lda, k*lda))
+				c := make([]T, m2*ldc)
+				for i := range a {
+					a[i] = hostile[(i*7)%len(hostile)]
+				}
+				for i := range c {
+					c[i] = hostile[(i*5)%len(hostile)]
+				}
+				for kk := range k {
+					*at(a, lda, pos, kk) = row[kk]
+				}
+				copy(c[pos*ldc:pos*ldc+n], c1)
+				im := New(1 + pos%3)
+				im.parallelWork = 1
+				gemm(im, trans(tA), trans(tB), m2, n, k, -1.5, a, lda, b, ldb, beta, c, ldc)
+				for j := range n {
+					if math.Float64bits(float64(c[pos*ldc+j])) != math.Float64bits(float64(alone[j])) {
+						t.Fatalf("%T tA %v tB %v β %v: row at %d, C[%d] = %v, alone %v", beta, tA, tB, beta, pos, j, c[pos*ldc+j], alone[j])
+					}
+				}
+				for i := range c {
+					if i%ldc >= n && math.Float64bits(float64(c[i])) != math.Float64bits(float64(hostile[(i*5)%len(hostile)])) {
+						t.Fatalf("%T tA %v tB %v β %v: C's padding at %d written", beta, tA, tB, beta, i)
+					}
+				}
+			}
+		}
+	}
+}
