@@ -222,3 +222,52 @@ func rowsIndependentBeta[T float](t *testing.T, gemm func(im *Impl, tA, tB blas.
 		}
 	}
 }
+
+// TestConcurrentCalls: one Impl called from several goroutines at once (the graph replicas
+// share it), each product split over threads too, gives every caller the bits it gets alone:
+// the packing buffers from the pool are never shared between calls.
+func TestConcurrentCalls(t *testing.T) {
+	needKernels(t)
+	im := New(3)
+	im.parallelWork = 1
+	rng := rand.New(rand.NewPCG(41, 43))
+	const callers = 6
+	type job struct {
+		m, n, k   int
+		a, b, c   []float32
+		want, got []float32
+	}
+	jobs := make([]job, callers)
+	for i := range jobs {
+		m, n, k := 17+9*i, 33-3*i, 257+40*i
+		j := job{m: m, n: n, k: k, a: make([]float32, m*k), b: make([]float32, k*n), want: make([]float32, m*n), got: make([]float32, m*n)}
+		for x := range j.a {
+			j.a[x] = float32(rng.NormFloat64())
+		}
+		for x := range j.b {
+			j.b[x] = float32(rng.NormFloat64())
+		}
+		New(1).Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, j.a, k, j.b, n, 0, j.want, n)
+		jobs[i] = j
+	}
+	done := make(chan int)
+	for i := range jobs {
+		go func() {
+			j := jobs[i]
+			for range 20 {
+				im.Sgemm(blas.NoTrans, blas.NoTrans, j.m, j.n, j.k, 1, j.a, j.k, j.b, j.n, 0, j.got, j.n)
+				for x := range j.got {
+					if math.Float32bits(j.got[x]) != math.Float32bits(j.want[x]) {
+						t.Errorf("caller %d: C[%d] = %v, alone %v", i, x, j.got[x], j.want[x])
+						done <- i
+						return
+					}
+				}
+			}
+			done <- i
+		}()
+	}
+	for range jobs {
+		<-done
+	}
+}
