@@ -234,7 +234,7 @@ func TestConcurrentCalls(t *testing.T) {
 	const callers = 6
 	type job struct {
 		m, n, k   int
-		a, b, c   []float32
+		a, b      []float32
 		want, got []float32
 	}
 	jobs := make([]job, callers)
