@@ -46,16 +46,14 @@ func TestNoOverreadAtPageEnd(t *testing.T) {
 	ms := []int{1, 2, 15, 16, 17, 33}
 	ns := []int{1, 7, 8, 9, 16, 17, 33}
 	ks := []int{1, 3, 4, 5, 257}
-	threads := []int{2}
 	if !testing.Short() {
-		threads = []int{1, 2}
-		ms = append(ms, 3, 4, 5, 31, 32, 47, 48, 49)
-		ns = append(ns, 2, 3, 4, 5, 6, 15, 24, 31, 32, 63, 64, 65)
-		ks = append(ks, 2, 6, 7, 8, 9, 255, 256, 511, 512, 513)
+		ms = append(ms, 3, 32, 49)
+		ns = append(ns, 2, 24, 65)
+		ks = append(ks, 8, 513)
 	}
 	rng := rand.New(rand.NewPCG(21, 23))
-	for _, th := range threads {
-		im := New(th)
+	{
+		im := New(2) // products of more than 16 rows split over 2 goroutines
 		im.parallelWork = 1
 		for _, m := range ms {
 			for _, n := range ns {
