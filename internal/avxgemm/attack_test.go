@@ -52,20 +52,18 @@ func TestNoOverreadAtPageEnd(t *testing.T) {
 		ks = append(ks, 8, 513)
 	}
 	rng := rand.New(rand.NewPCG(21, 23))
-	{
-		im := New(2) // products of more than 16 rows split over 2 goroutines
-		im.parallelWork = 1
-		for _, m := range ms {
-			for _, n := range ns {
-				for _, k := range ks {
-					for tr := range 4 {
-						tc := gemmCase{tA: tr&1 != 0, tB: tr&2 != 0, m: m, n: n, k: k, pad: (m*7 + n*3 + k) % 4, alpha: 1}
-						if tr == 3 {
-							tc.alpha, tc.beta = -0.5, 0.75
-						}
-						guardedCase[float32](t, rng, im, tc, fma32, (*Impl).Sgemm)
-						guardedCase[float64](t, rng, im, tc, fma64, (*Impl).Dgemm)
+	im := New(2) // products of more than 16 rows split over 2 goroutines
+	im.parallelWork = 1
+	for _, m := range ms {
+		for _, n := range ns {
+			for _, k := range ks {
+				for tr := range 4 {
+					tc := gemmCase{tA: tr&1 != 0, tB: tr&2 != 0, m: m, n: n, k: k, pad: (m*7 + n*3 + k) % 4, alpha: 1}
+					if tr == 3 {
+						tc.alpha, tc.beta = -0.5, 0.75
 					}
+					guardedCase[float32](t, rng, im, tc, fma32, (*Impl).Sgemm)
+					guardedCase[float64](t, rng, im, tc, fma64, (*Impl).Dgemm)
 				}
 			}
 		}
