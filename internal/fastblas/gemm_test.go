@@ -453,6 +453,7 @@ func TestGemmHugeStridePanics(t *testing.T) {
 			}
 			// Slices as long as a valid case with the minimal strides needs.
 			lenA, lenB, lenC := needed(aRows, aCols, aCols), needed(bRows, bCols, bCols), needed(g.m, g.n, g.n)
+			g.lenA, g.lenB, g.lenC = lenA, lenB, lenC
 			want := ""
 			switch {
 			case short(lenA, aRows, aCols, g.lda):
@@ -462,7 +463,7 @@ func TestGemmHugeStridePanics(t *testing.T) {
 			case short(lenC, g.m, g.n, g.ldc):
 				want = "blas: insufficient length of c"
 			}
-			a, b, c := fill(rng, lenA, 0), fill(rng, lenB, 0), fill(rng, lenC, 0)
+			a, b, c := fill(rng, g.lenA, 0), fill(rng, g.lenB, 0), fill(rng, g.lenC, 0)
 			p := panicOf(func() { im.Dgemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc) })
 			p32 := panicOf(func() {
 				im.Sgemm(g.tA, g.tB, g.m, g.n, g.k, float32(g.alpha), to32(a), g.lda, to32(b), g.ldb, float32(g.beta), to32(c), g.ldc)
