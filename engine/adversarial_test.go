@@ -480,6 +480,16 @@ func TestAdversarialRecordSensitivity(t *testing.T) {
 
 func advCheck[T kernels.Float](t *testing.T, name string, arch nn.Arch, params *nn.Params, ds *datasets.Dataset, configs []advConfig, clips []float64, stats *advStats) {
 	const n = 6
+	positions := make([]int, n)
+	for i := range positions {
+		positions[i] = i
+	}
+	advCheckAt[T](t, name, arch, params, ds, n, positions, configs, clips, stats)
+}
+
+// advCheckAt is advCheck on a logical batch of the first n records of ds (the record is row
+// n−1), inserting the record at each of positions only.
+func advCheckAt[T kernels.Float](t *testing.T, name string, arch nn.Arch, params *nn.Params, ds *datasets.Dataset, n int, positions []int, configs []advConfig, clips []float64, stats *advStats) {
 	rec := n - 1
 	d := ds.D
 	orig := slices.Clone(ds.X[rec*d : (rec+1)*d])
@@ -516,7 +526,7 @@ func advCheck[T kernels.Float](t *testing.T, name string, arch nn.Arch, params *
 					}
 				}
 				key := name + "/" + v.name
-				for pos := 0; pos < n; pos++ {
+				for _, pos := range positions {
 					idx := slices.Insert(slices.Clone(clean), pos, rec)
 					with := h.run(t, ds, idx, clip)
 					where := fmt.Sprintf("%s: record at %d of %d, physical batch %d, %d replicas, C = %g", key, pos, n, cfg.phys, cfg.reps, clip)

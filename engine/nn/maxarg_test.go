@@ -42,3 +42,25 @@ func TestMaxArg32Kernel(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxArg32KernelIndexWraps: at + j wraps around int32 the same way in the kernel's
+// vector adds as in the Go loop, for at at both ends of int32's range.
+func TestMaxArg32KernelIndexWraps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 29))
+	for _, at := range []int32{math.MaxInt32, math.MaxInt32 - 5, math.MaxInt32 - 16, math.MinInt32, -1, -17} {
+		for _, n := range []int{1, 15, 16, 17, 33, 48} {
+			o, a, src := make([]float32, n), make([]int32, n), make([]float32, n)
+			for i := range src {
+				o[i], src[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())+1
+			}
+			wo, wa := append([]float32(nil), o...), append([]int32(nil), a...)
+			maxArg32Go(wo, wa, src, at)
+			maxArg32(o, a, src, at)
+			for i := range o {
+				if math.Float32bits(o[i]) != math.Float32bits(wo[i]) || a[i] != wa[i] {
+					t.Fatalf("at %d, n %d, element %d: o %v a %d, Go loop o %v a %d", at, n, i, o[i], a[i], wo[i], wa[i])
+				}
+			}
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 // BenchmarkSgemm: the package's kernels (each instruction set the CPU runs) against gonum's pure-Go Sgemm on the products of the
 // training graphs (one replica's, on one goroutine: the MNIST CNN's convolutions at a
 // physical batch of 152, forward and backward, and the MLP's layer) and on 1024³ with every
-// core, in GFLOP/s.
+// core, in GFLOP/s; and one row, where the kernels are slower than gonum.
 func BenchmarkSgemm(b *testing.B) {
 	needKernels(b)
 	type shape struct {
@@ -28,6 +28,9 @@ func BenchmarkSgemm(b *testing.B) {
 		{"cnn-conv2-backward", true, 152 * 25, 256, 32, 1},
 		{"mlp-784x64", false, 152, 64, 784, 1},
 		{"1024", false, 1024, 1024, 1024, runtime.NumCPU()},
+		// Where the 16-row tiles lose to gonum: one row (15 of the tile's 16 rows are zero
+		// padding, and packing B costs as much as the product).
+		{"one-row-1024x1024", false, 1, 1024, 1024, 1},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, s := range shapes {

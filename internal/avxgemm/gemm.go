@@ -136,9 +136,19 @@ func check(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, ldc int) 
 	if lda < aCols || ldb < bCols || ldc < n {
 		panic(fmt.Sprintf("avxgemm: strides %d, %d, %d below the rows' lengths %d, %d, %d", lda, ldb, ldc, aCols, bCols, n))
 	}
-	if lenA < (aRows-1)*lda+aCols || lenB < (bRows-1)*ldb+bCols || lenC < (m-1)*ldc+n {
+	if !fits(lenA, aRows, aCols, lda) || !fits(lenB, bRows, bCols, ldb) || !fits(lenC, m, n, ldc) {
 		panic("avxgemm: a matrix is shorter than its shape and stride")
 	}
+}
+
+// fits reports whether length ≥ (rows−1)·ld + cols for rows, cols ≥ 1, without computing the
+// product, which wraps around int for huge strides (and a wrapped check would let the kernels
+// address rows far outside the slice).
+func fits(length, rows, cols, ld int) bool {
+	if length < cols {
+		return false
+	}
+	return rows == 1 || ld <= (length-cols)/(rows-1)
 }
 
 // run is the product, by blocks of ncMax columns and kcMax values of k: each block of B is

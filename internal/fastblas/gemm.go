@@ -52,6 +52,7 @@ func (im Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32
 		im.asm.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
+	panicIfWrapped(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
 	im.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
@@ -67,6 +68,7 @@ func (im Implementation) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64
 		im.asm.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
+	panicIfWrapped(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
 	im.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
@@ -102,6 +104,43 @@ func libraryGemm(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, ldc
 	// m, n, k ≥ 1 and strides < 2³¹: the products below cannot overflow an int.
 	return lda >= aCols && ldb >= bCols && ldc >= n &&
 		lenA >= (aRows-1)*lda+aCols && lenB >= (bRows-1)*ldb+bCols && lenC >= (m-1)*ldc+n
+}
+
+// panicIfWrapped panics with gonum's message for a short matrix when gonum's own length check
+// would pass only because (rows − 1)·ld + cols wrapped around int (a stride near MaxInt):
+// gonum's assembly then addresses rows outside the slice and faults or worse, where a short
+// slice must panic. It returns when the arguments are otherwise invalid (gonum panics on its
+// own, with its message, in its order) or the lengths really suffice.
+func panicIfWrapped(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, ldc int) {
+	if !validTrans(tA) || !validTrans(tB) || m <= 0 || n <= 0 || k <= 0 {
+		return
+	}
+	aRows, aCols := m, k
+	if tA != blas.NoTrans {
+		aRows, aCols = k, m
+	}
+	bRows, bCols := k, n
+	if tB != blas.NoTrans {
+		bRows, bCols = n, k
+	}
+	if lda < aCols || ldb < bCols || ldc < n {
+		return
+	}
+	for _, x := range []struct {
+		length, rows, cols, ld int
+		msg                    string
+	}{
+		{lenA, aRows, aCols, lda, "blas: insufficient length of a"},
+		{lenB, bRows, bCols, ldb, "blas: insufficient length of b"},
+		{lenC, m, n, ldc, "blas: insufficient length of c"},
+	} {
+		if x.length < (x.rows-1)*x.ld+x.cols {
+			return // gonum panics here, with this message
+		}
+		if x.rows > 1 && x.ld > (x.length-x.cols)/(x.rows-1) {
+			panic(x.msg)
+		}
+	}
 }
 
 func validTrans(t blas.Transpose) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -216,58 +217,67 @@ func panicOf(f func()) (p any) {
 // sizes, strides below the minimum, short slices) and valid ones, the library-backed Sgemm and
 // Dgemm panic exactly when gonum's do, with gonum's message.
 func TestGemmPanicsLikeGonum(t *testing.T) {
-	eachLibrary(t, func(t *testing.T, lib *Library) {
-		im := lib.Implementation()
-		var ref gonum.Implementation
-		rng := rand.New(rand.NewPCG(3, 4))
-		bad := 0
-		for range 2000 {
-			g := randomValidCase(rng)
-			g.m, g.n, g.k = min(g.m, 20), min(g.n, 20), min(g.k, 20)
-			switch rng.IntN(8) {
-			case 0:
-				g.tA = blas.Transpose([]byte{'n', 'X', 0, 'c'}[rng.IntN(4)])
-			case 1:
-				g.tB = blas.Transpose([]byte{'t', 'Y', 0}[rng.IntN(3)])
-			case 2:
-				*[]*int{&g.m, &g.n, &g.k}[rng.IntN(3)] = -1 - rng.IntN(3)
-			case 3:
-				*[]*int{&g.lda, &g.ldb, &g.ldc}[rng.IntN(3)] = rng.IntN(3)
-			case 4:
-				*[]*int{&g.lenA, &g.lenB, &g.lenC}[rng.IntN(3)] = rng.IntN(4)
-			}
-			// Bad strides and sizes change the lengths gonum needs; keep the slices at least as
-			// long as the valid case's unless the case above shortened one.
-			a, b, c := fill(rng, max(g.lenA, 0), 0), fill(rng, max(g.lenB, 0), 0), fill(rng, max(g.lenC, 0), 0)
-			call := func(impl blas.Float64, c []float64) func() {
-				return func() {
-					impl.Dgemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc)
-				}
-			}
-			want, got := slices.Clone(c), slices.Clone(c)
-			pw, pg := panicOf(call(ref, want)), panicOf(call(im, got))
-			if pw != pg {
-				t.Fatalf("Dgemm %v: panicked with %v, gonum with %v", g, pg, pw)
-			}
-			a32, b32, c32 := to32(a), to32(b), to32(c)
-			call32 := func(impl blas.Float32, c []float32) func() {
-				return func() {
-					impl.Sgemm(g.tA, g.tB, g.m, g.n, g.k, float32(g.alpha), a32, g.lda, b32, g.ldb, float32(g.beta), c, g.ldc)
-				}
-			}
-			if pw, pg := panicOf(call32(ref, slices.Clone(c32))), panicOf(call32(im, slices.Clone(c32))); pw != pg {
-				t.Fatalf("Sgemm %v: panicked with %v, gonum with %v", g, pg, pw)
-			}
-			if pw != nil {
-				bad++
-				continue
-			}
-			checkGemm(t, g, a, b, c, got, want, 0x1p-52)
+	eachLibrary(t, func(t *testing.T, lib *Library) { panicsLikeGonum(t, lib.Implementation()) })
+	t.Run("asm", func(t *testing.T) {
+		kern := newAsm(2)
+		if kern == nil {
+			t.Skip("no AVX-512 kernels here")
 		}
-		if bad < 300 {
-			t.Fatalf("only %d of 2000 calls had bad arguments: the test does not test", bad)
-		}
+		panicsLikeGonum(t, Implementation{asm: kern})
 	})
+}
+
+// panicsLikeGonum is TestGemmPanicsLikeGonum on im.
+func panicsLikeGonum(t *testing.T, im Implementation) {
+	var ref gonum.Implementation
+	rng := rand.New(rand.NewPCG(3, 4))
+	bad := 0
+	for range 2000 {
+		g := randomValidCase(rng)
+		g.m, g.n, g.k = min(g.m, 20), min(g.n, 20), min(g.k, 20)
+		switch rng.IntN(8) {
+		case 0:
+			g.tA = blas.Transpose([]byte{'n', 'X', 0, 'c'}[rng.IntN(4)])
+		case 1:
+			g.tB = blas.Transpose([]byte{'t', 'Y', 0}[rng.IntN(3)])
+		case 2:
+			*[]*int{&g.m, &g.n, &g.k}[rng.IntN(3)] = -1 - rng.IntN(3)
+		case 3:
+			*[]*int{&g.lda, &g.ldb, &g.ldc}[rng.IntN(3)] = rng.IntN(3)
+		case 4:
+			*[]*int{&g.lenA, &g.lenB, &g.lenC}[rng.IntN(3)] = rng.IntN(4)
+		}
+		// Bad strides and sizes change the lengths gonum needs; keep the slices at least as
+		// long as the valid case's unless the case above shortened one.
+		a, b, c := fill(rng, max(g.lenA, 0), 0), fill(rng, max(g.lenB, 0), 0), fill(rng, max(g.lenC, 0), 0)
+		call := func(impl blas.Float64, c []float64) func() {
+			return func() {
+				impl.Dgemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc)
+			}
+		}
+		want, got := slices.Clone(c), slices.Clone(c)
+		pw, pg := panicOf(call(ref, want)), panicOf(call(im, got))
+		if pw != pg {
+			t.Fatalf("Dgemm %v: panicked with %v, gonum with %v", g, pg, pw)
+		}
+		a32, b32, c32 := to32(a), to32(b), to32(c)
+		call32 := func(impl blas.Float32, c []float32) func() {
+			return func() {
+				impl.Sgemm(g.tA, g.tB, g.m, g.n, g.k, float32(g.alpha), a32, g.lda, b32, g.ldb, float32(g.beta), c, g.ldc)
+			}
+		}
+		if pw, pg := panicOf(call32(ref, slices.Clone(c32))), panicOf(call32(im, slices.Clone(c32))); pw != pg {
+			t.Fatalf("Sgemm %v: panicked with %v, gonum with %v", g, pg, pw)
+		}
+		if pw != nil {
+			bad++
+			continue
+		}
+		checkGemm(t, g, a, b, c, got, want, 0x1p-52)
+	}
+	if bad < 300 {
+		t.Fatalf("only %d of 2000 calls had bad arguments: the test does not test", bad)
+	}
 }
 
 // TestGraphRowIndependence: the engine's audit of the per-example path (engine/nn's xentOp
@@ -408,5 +418,61 @@ func TestGoImplementation(t *testing.T) {
 	}
 	if im.Library() != nil {
 		t.Fatal("zero Implementation has a library")
+	}
+}
+
+// TestGemmHugeStridePanics: a stride so large that (rows − 1)·ld + cols wraps around int
+// passes gonum's length check, and gonum's assembly then addresses rows far outside the slice
+// (it faulted); Implementation's Sgemm and Dgemm, whatever computes them (gonum, the AVX-512
+// kernels, a library), must instead panic with gonum's message for a short matrix exactly when
+// the matrix is short, which the test decides in exact integer arithmetic (math/big).
+func TestGemmHugeStridePanics(t *testing.T) {
+	impls := map[string]Implementation{"go": {}}
+	if kern := newAsm(2); kern != nil {
+		impls["asm"] = Implementation{asm: kern}
+	}
+	for _, n := range Libraries() {
+		if lib, err := Open(n); err == nil {
+			impls[string(n)] = lib.Implementation()
+		}
+	}
+	huge := []int{math.MaxInt, math.MaxInt / 3, math.MaxUint64 / 15, math.MaxUint64/19 + 1}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, im := range impls {
+		for range 300 {
+			g := randomValidCase(rng)
+			g.m, g.n, g.k = 1+rng.IntN(20), 1+rng.IntN(20), 1+rng.IntN(20)
+			aRows, aCols := stored(g.tA, g.m, g.k)
+			bRows, bCols := stored(g.tB, g.k, g.n)
+			g.lda, g.ldb, g.ldc = aCols, bCols, g.n
+			*[]*int{&g.lda, &g.ldb, &g.ldc}[rng.IntN(3)] = huge[rng.IntN(len(huge))]
+			short := func(length, rows, cols, ld int) bool {
+				need := new(big.Int).Mul(big.NewInt(int64(rows-1)), big.NewInt(int64(ld)))
+				need.Add(need, big.NewInt(int64(cols)))
+				return big.NewInt(int64(length)).Cmp(need) < 0
+			}
+			// Slices as long as a valid case with the minimal strides needs.
+			lenA, lenB, lenC := needed(aRows, aCols, aCols), needed(bRows, bCols, bCols), needed(g.m, g.n, g.n)
+			g.lenA, g.lenB, g.lenC = lenA, lenB, lenC
+			want := ""
+			switch {
+			case short(lenA, aRows, aCols, g.lda):
+				want = "blas: insufficient length of a"
+			case short(lenB, bRows, bCols, g.ldb):
+				want = "blas: insufficient length of b"
+			case short(lenC, g.m, g.n, g.ldc):
+				want = "blas: insufficient length of c"
+			}
+			a, b, c := fill(rng, g.lenA, 0), fill(rng, g.lenB, 0), fill(rng, g.lenC, 0)
+			p := panicOf(func() { im.Dgemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc) })
+			p32 := panicOf(func() {
+				im.Sgemm(g.tA, g.tB, g.m, g.n, g.k, float32(g.alpha), to32(a), g.lda, to32(b), g.ldb, float32(g.beta), to32(c), g.ldc)
+			})
+			for _, got := range []any{p, p32} {
+				if want == "" && got != nil || want != "" && got != want {
+					t.Fatalf("%s: %v: panicked with %v, want %q", name, g, got, want)
+				}
+			}
+		}
 	}
 }
