@@ -216,12 +216,17 @@ func TestDeviceStepEqualsCPU(t *testing.T) {
 		name  string
 		arch  nn.Arch
 		train *datasets.Dataset
+		floor float64
 	}{
-		{"logreg", nn.LogReg(dense.Shape, dense.Classes), dense},
-		{"mlp-relu", nn.MLP(dense.Shape, dense.Classes, []int{9, 7}, nn.ReLU), dense},
-		{"cnn-tanh", nn.CNN(cnnData.Shape, cnnData.Classes, []int{6}, nn.Tanh), cnnData},
+		{"logreg", nn.LogReg(dense.Shape, dense.Classes), dense, 1e-2},
+		{"mlp-relu", nn.MLP(dense.Shape, dense.Classes, []int{9, 7}, nn.ReLU), dense, 1e-2},
+		// The CPU's float32 tanh (engine/nn's tanh32) and the device's (dpsgd.cu's
+		// activate_f32) are two functions each within about an ulp of the exact value, so
+		// the convolutions' sums differ by roundings that cancellation amplifies in their
+		// smallest entries: those are compared at the scale of the stack tests.
+		{"cnn-tanh", nn.CNN(cnnData.Shape, cnnData.Classes, []int{6}, nn.Tanh), cnnData, 1e-1},
 	} {
-		stepEqualsCPU(t, tc.name, tc.arch, tc.train, 1e-2, 1)
+		stepEqualsCPU(t, tc.name, tc.arch, tc.train, tc.floor, 1)
 	}
 }
 
