@@ -74,12 +74,12 @@ var expTaylor = [13]float64{1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 7
 // tanhConstants is what the assembly reads, each broadcast to the 8 lanes (field offsets
 // fixed: see tanh_amd64.s).
 type tanhConstants struct {
-	absMask, signMask      uint64
-	small, zMax            float64
+	absMask, signMask         uint64
+	small, zMax               float64
 	log2e, negLn2Hi, negLn2Lo float64
-	negThird, one, two     float64
-	bias                   uint64 // 1023
-	taylor                 [13]float64
+	negThird, one, two        float64
+	bias                      uint64 // 1023
+	taylor                    [13]float64
 }
 
 // tanhConsts is read-only after initialization.
