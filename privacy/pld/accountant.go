@@ -131,15 +131,11 @@ func (a *PoissonAccountant) composeAt(steps int, interval float64) (*[2]*PMF, er
 	s, ok := a.single[interval]
 	if !ok {
 		o := Options{Interval: interval, TailMass: a.opts.TailMass}
-		rem, err := PoissonGaussian(a.q, a.sigma, Remove, o)
+		both, err := poissonGaussianPair(a.q, a.sigma, o, [2]bool{Remove: true, Add: true})
 		if err != nil {
 			return nil, err
 		}
-		add, err := PoissonGaussian(a.q, a.sigma, Add, o)
-		if err != nil {
-			return nil, err
-		}
-		s = &[2]*PMF{rem, add}
+		s = &both
 		a.single[interval] = s
 	}
 	var c [2]*PMF

@@ -24,28 +24,62 @@ var chernoffLambdas = func() [40]float64 {
 	return ls
 }()
 
+// mgfTable holds the logMGFs of one PMF at the exponents ±λ of
+// chernoffLambdas: pos[k] at +λ_k, neg[k] at −λ_k.
+type mgfTable struct{ pos, neg [len(chernoffLambdas)]float64 }
+
+// mgfs returns the logMGFs of p's masses at ±chernoffLambdas, computed on
+// the first call and kept: every composition with p (an accountant's
+// single step composed once per epoch asked, say) needs the same 80 values.
+func (p *PMF) mgfs() *mgfTable {
+	p.mgfOnce.Do(func() { p.mgf = logMGFs(p.probs, p.interval) })
+	return p.mgf
+}
+
+// logMGFs returns logMGF(p, interval, ±λ) for every λ of chernoffLambdas,
+// bit for bit: the sums of four exponents are taken in one pass over p
+// (their rounding chains are independent, so the processor overlaps them),
+// each in the order and with the roundings of logMGF.
+func logMGFs(p []float64, interval float64) *mgfTable {
+	var t mgfTable
+	// The factor of one grid step, e^{−λΔ}, is the same in both directions
+	// (logMGF forms it as e^{λΔ} with λ < 0, the same float64).
+	var r [len(chernoffLambdas)]float64
+	for k, lam := range chernoffLambdas {
+		r[k] = math.Exp(-lam * interval)
+	}
+	var sp, sn [len(chernoffLambdas)]float64
+	decayingSums(p, r[:], true, sp[:])
+	decayingSums(p, r[:], false, sn[:])
+	for k, lam := range chernoffLambdas {
+		t.pos[k] = logMGFFromSum(p, interval, lam, sp[k])
+		t.neg[k] = logMGFFromSum(p, interval, -lam, sn[k])
+	}
+	return &t
+}
+
 // logMGF returns an upper bound on ln Σ_i p_i e^{λ·i·Δ} (relative losses
 // i·Δ from the first grid point). The factors e^{λ(i−i₀)Δ} are built by
 // repeated multiplication from the end where they are 1 (relative error at
 // most len(p)·2⁻⁵² < 1e-8, covered by the 1e-8 added to the result); if the
 // scaled sum underflows, it is recomputed term by term in log space.
 func logMGF(p []float64, interval, lambda float64) float64 {
-	const slack = 1e-8
-	n := len(p)
-	var s, shift float64
+	var s float64
 	if lambda >= 0 {
-		r, c := math.Exp(-lambda*interval), 1.0
-		for i := n - 1; i >= 0; i-- {
-			s += p[i] * c
-			c *= r
-		}
-		shift = lambda * float64(n-1) * interval
+		s = decayingSum(p, math.Exp(-lambda*interval), true, 0, 0, 1)
 	} else {
-		r, c := math.Exp(lambda*interval), 1.0
-		for _, v := range p {
-			s += v * c
-			c *= r
-		}
+		s = decayingSum(p, math.Exp(lambda*interval), false, 0, 0, 1)
+	}
+	return logMGFFromSum(p, interval, lambda, s)
+}
+
+// logMGFFromSum finishes logMGF from the sum s of the masses scaled to 1 at
+// the end where the factors start (decayingSum).
+func logMGFFromSum(p []float64, interval, lambda, s float64) float64 {
+	const slack = 1e-8
+	var shift float64
+	if lambda >= 0 {
+		shift = lambda * float64(len(p)-1) * interval
 	}
 	if s > 1e-280 {
 		return shift + math.Log(s) + slack
@@ -68,6 +102,122 @@ func logMGF(p []float64, interval, lambda float64) float64 {
 	return m + math.Log(s) + slack
 }
 
+// decayingSums sets out[k] = decayingSum(p, rs[k], backward, 0, 0, 1) for
+// every k, four factors at a time in one pass while all four are normal,
+// then each on its own.
+func decayingSums(p []float64, rs []float64, backward bool, out []float64) {
+	const tiny = 0x1p-1022 // the smallest normal float64
+	n := len(p)
+	k := 0
+	for ; k+4 <= len(rs); k += 4 {
+		r0, r1, r2, r3 := rs[k], rs[k+1], rs[k+2], rs[k+3]
+		var s0, s1, s2, s3 float64
+		c0, c1, c2, c3 := 1.0, 1.0, 1.0, 1.0
+		j := 0
+		if backward {
+			for ; j < n && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny; j++ {
+				v := p[n-1-j]
+				s0 += v * c0
+				s1 += v * c1
+				s2 += v * c2
+				s3 += v * c3
+				c0 *= r0
+				c1 *= r1
+				c2 *= r2
+				c3 *= r3
+			}
+		} else {
+			for ; j < n && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny; j++ {
+				v := p[j]
+				s0 += v * c0
+				s1 += v * c1
+				s2 += v * c2
+				s3 += v * c3
+				c0 *= r0
+				c1 *= r1
+				c2 *= r2
+				c3 *= r3
+			}
+		}
+		out[k] = decayingSum(p, r0, backward, j, s0, c0)
+		out[k+1] = decayingSum(p, r1, backward, j, s1, c1)
+		out[k+2] = decayingSum(p, r2, backward, j, s2, c2)
+		out[k+3] = decayingSum(p, r3, backward, j, s3, c3)
+	}
+	for ; k < len(rs); k++ {
+		out[k] = decayingSum(p, rs[k], backward, 0, 0, 1)
+	}
+}
+
+// decayingSum returns Σ p_i·c_i in floating point, taken from the last
+// index down (backward) or from the first up, where the factor starts at 1
+// and is multiplied by r in (0, 1] after each term: exactly the sum of the
+// plain loop
+//
+//	s, c := 0.0, 1.0
+//	for each i in order { s += p[i]*c; c *= r }
+//
+// rounding for rounding, resumed after j terms with the running s and c
+// (j = 0, s = 0, c = 1 for the whole sum). It differs from the plain loop
+// only in speed. Once c has decayed below the smallest normal number, every
+// product and every update of c is a subnormal operation, tens of times
+// slower than a normal one on common CPUs, and with r > 1/2 the update c·r
+// rounds back to c at some multiple k of the smallest subnormal 2⁻¹⁰⁷⁴,
+// where c stays for the rest of the sum (for the larger λ of the window
+// search, most of the grid). From that point a term with |p_i| < 0.25/k has
+// an exact product |p_i·c| < 2⁻¹⁰⁷⁵, which rounds to ±0 and leaves s (never
+// −0) unchanged, so it is skipped; any other term is added as before.
+func decayingSum(p []float64, r float64, backward bool, j int, s, c float64) float64 {
+	n := len(p)
+	// idx maps the term number to the index into p.
+	idx := func(j int) int { return j }
+	if backward {
+		idx = func(j int) int { return n - 1 - j }
+	}
+	// Normal factors: the plain loop.
+	if backward {
+		for ; j < n && c >= 0x1p-1022; j++ {
+			s += p[n-1-j] * c
+			c *= r
+		}
+	} else {
+		for ; j < n && c >= 0x1p-1022; j++ {
+			s += p[j] * c
+			c *= r
+		}
+	}
+	// Subnormal factors, still decaying.
+	for ; j < n; j++ {
+		next := c * r
+		if next == c {
+			break
+		}
+		s += p[idx(j)] * c
+		c = next
+	}
+	if j == n {
+		return s
+	}
+	// c is fixed from here: c = k·2⁻¹⁰⁷⁴ with k an integer (0 for c = 0,
+	// which gives thr = +Inf: every finite term is ±0).
+	k := c * 0x1p1000 * 0x1p74
+	thr := 0.25 / k
+	if backward {
+		for i := n - 1 - j; i >= 0; i-- {
+			if v := p[i]; !(math.Abs(v) < thr) {
+				s += v * c
+			}
+		}
+	} else {
+		for _, v := range p[j:] {
+			if !(math.Abs(v) < thr) {
+				s += v * c
+			}
+		}
+	}
+	return s
+}
+
 // window returns the relative grid indices [kl, ku] ⊆ [0, kmax] of the
 // composition outside of which the Chernoff bounds
 //
@@ -77,13 +227,13 @@ func logMGF(p []float64, interval, lambda float64) float64 {
 // sum of the logMGFs of the factors) leave at most windowTail on each side,
 // and the two bounds on the mass left out (0 on a side the window reaches
 // the end of the support).
-func window(k func(lambda float64) float64, interval float64, kmax int) (kl, ku int, tauL, tauU float64) {
+func window(k func(i int) (kp, km float64), interval float64, kmax int) (kl, ku int, tauL, tauU float64) {
 	lnTau := math.Log(windowTail)
 	ku, kl = kmax, 0
 	bestU, bestL := math.Inf(1), math.Inf(-1)
 	var lamU, lamL, kU, kL float64
-	for _, lam := range chernoffLambdas {
-		kp, km := k(lam), k(-lam)
+	for i, lam := range chernoffLambdas {
+		kp, km := k(i)
 		if u := (kp - lnTau) / lam; u < bestU {
 			bestU, lamU, kU = u, lam, kp
 		}
@@ -119,20 +269,23 @@ func convolve(a, b *PMF, n int) (*PMF, error) {
 	// The support's first index and extent, in float64: n·offset and
 	// n·(len−1) overflow int for a huge n.
 	var kmaxF, baseF float64
-	var k func(float64) float64
+	var k func(i int) (kp, km float64)
 	if b == nil {
 		out.inf = -math.Expm1(float64(n) * math.Log1p(-a.inf))
 		nf := float64(n)
 		out.rel = math.Expm1(nf * math.Log1p(a.rel))
 		out.err = math.Exp(nf*math.Log1p(a.rel+a.err)) - math.Exp(nf*math.Log1p(a.rel))
 		kmaxF, baseF = nf*float64(len(a.probs)-1), nf*float64(a.offset)
-		k = func(lam float64) float64 { return nf * logMGF(a.probs, a.interval, lam) }
+		k = func(i int) (float64, float64) { t := a.mgfs(); return nf * t.pos[i], nf * t.neg[i] }
 	} else {
 		out.inf = a.inf + b.inf - a.inf*b.inf
 		out.rel = a.rel + b.rel + a.rel*b.rel
 		out.err = a.err*(1+b.rel) + b.err*(1+a.rel) + a.err*b.err
 		kmaxF, baseF = float64(len(a.probs)+len(b.probs)-2), float64(a.offset)+float64(b.offset)
-		k = func(lam float64) float64 { return logMGF(a.probs, a.interval, lam) + logMGF(b.probs, a.interval, lam) }
+		k = func(i int) (float64, float64) {
+			ta, tb := a.mgfs(), b.mgfs()
+			return ta.pos[i] + tb.pos[i], ta.neg[i] + tb.neg[i]
+		}
 	}
 	if out.inf >= 1 || len(a.probs) == 0 || (b != nil && len(b.probs) == 0) {
 		out.inf = math.Min(out.inf, 1)

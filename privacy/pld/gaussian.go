@@ -205,7 +205,26 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pld: PoissonGaussian: %w", err)
 	}
-	g := newPoissonGaussian(q, sigma, dir)
+	var want [2]bool
+	want[dir] = true
+	pair, err := poissonGaussianPair(q, sigma, o, want)
+	if err != nil {
+		return nil, err
+	}
+	return pair[dir], nil
+}
+
+// poissonGaussianPair is PoissonGaussian for valid q, σ and o (defaults
+// filled), in the directions want selects (indexed by Direction), with the
+// work both share done once. The add direction's grid is the negated remove
+// grid (the loss range is negated exactly, and ⌊−x⌋ = −⌈x⌉), so its edge
+// i is the remove direction's edge n−1−i, at the same output x, and its
+// cell i the remove direction's cell n−2−i: the edges' CDFs and the cells'
+// component masses are computed once, and each direction weighs and splits
+// them as PoissonGaussian alone does, giving the same PMFs bit for bit.
+func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, error) {
+	var out [2]*PMF
+	g := newPoissonGaussian(q, sigma, Remove)
 	delta := o.Interval
 	lmin, lmax := g.lossRange(o.TailMass)
 	// The loss is 0 at x = 1/2, inside the range; the grid always holds
@@ -214,67 +233,81 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	// loss 0 rather than one edge with half of P above it sent to +∞.
 	ilo, ihi := math.Min(math.Floor(lmin/delta), -1), math.Max(math.Ceil(lmax/delta), 1)
 	if ihi-ilo+1 > maxGridLen {
-		return nil, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
+		return out, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
 			q, sigma, ihi-ilo+1, delta, maxGridLen, ErrGridTooLarge)
 	}
+	// Remove-direction grid: losses (lo+i)Δ, i < n; the add direction's is
+	// (−lo−n+1+i)Δ = −(lo+n−1−i)Δ.
 	lo, n := int(ilo), int(ihi-ilo)+1
+	loAdd := -(lo + n - 1)
 
-	// Boundary outputs: b[i] = x at loss (lo+i)Δ, and the CDFs of the two
-	// mixture components (means 0 and 1) there.
+	// Boundary outputs: b[i] = x at remove loss (lo+i)Δ, and the CDFs of
+	// the two mixture components (means 0 and 1) there.
 	type edge struct {
 		z0, z1 float64
 		c0, c1 normCDFs
 	}
 	edges := make([]edge, n)
 	for i := range edges {
-		l := float64(lo+i) * delta
-		if dir == Add {
-			l = -l
-		}
 		var e edge
-		e.z0, e.z1 = g.zRemove(l)
+		e.z0, e.z1 = g.zRemove(float64(lo+i) * delta)
 		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
 		edges[i] = e
 	}
-	// mass returns (P, Q) of the x-interval between edges i and j (in x
-	// order: i is the left edge).
-	wP0, wP1, wQ0, wQ1 := 1-q, q, 1.0, 0.0 // remove: P = mixture, Q = N(0)
-	if dir == Add {
-		wP0, wP1, wQ0, wQ1 = 1, 0, 1-q, q
-	}
-	mass := func(a, b edge) (p, r float64) {
-		m0 := between(a.c0, b.c0, a.z0, b.z0)
-		m1 := between(a.c1, b.c1, a.z1, b.z1)
-		return wP0*m0 + wP1*m1, wQ0*m0 + wQ1*m1
+	// comps returns the masses of the two components on the x-interval
+	// between edges a and b (a the left one).
+	comps := func(a, b edge) (m0, m1 float64) {
+		return between(a.c0, b.c0, a.z0, b.z0), between(a.c1, b.c1, a.z1, b.z1)
 	}
 	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: normCDFs{0, 1}, c1: normCDFs{0, 1}}
 	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: normCDFs{1, 0}, c1: normCDFs{1, 0}}
 
-	probs := make([]float64, n)
+	// P and Q of a set of outputs from its component masses: remove P =
+	// mixture, Q = N(0); add P = N(0), Q = mixture.
+	remP := func(m0, m1 float64) float64 { return (1-q)*m0 + q*m1 }
+	remQ := func(m0, m1 float64) float64 { return 1.0*m0 + 0.0*m1 }
+	addP := func(m0, m1 float64) float64 { return 1.0*m0 + 0.0*m1 }
+	addQ := func(m0, m1 float64) float64 { return (1-q)*m0 + q*m1 }
+
+	var rem, add []float64
+	var remInf, addInf float64
+	below0, below1 := comps(minusInf, edges[0])  // remove: lowest loss; add: +∞
+	above0, above1 := comps(edges[n-1], plusInf) // remove: +∞; add: lowest loss
+	if want[Remove] {
+		rem = make([]float64, n)
+		rem[0], remInf = remP(below0, below1), remP(above0, above1)
+	}
+	if want[Add] {
+		add = make([]float64, n)
+		add[0], addInf = addP(above0, above1), addP(below0, below1)
+	}
 	oneMinusEmD := -math.Expm1(-delta)
-	var inf float64
-	if dir == Remove { // loss increases with x
-		probs[0], _ = mass(minusInf, edges[0])
-		inf, _ = mass(edges[n-1], plusInf)
-		for i := 0; i+1 < n; i++ {
-			p, r := mass(edges[i], edges[i+1])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+	for i := 0; i+1 < n; i++ {
+		m0, m1 := comps(edges[i], edges[i+1])
+		if rem != nil { // loss increases with x: cell i
+			splitCell(rem, i, remP(m0, m1), remQ(m0, m1), float64(lo+i)*delta, oneMinusEmD)
 		}
-	} else { // loss decreases with x
-		probs[0], _ = mass(edges[0], plusInf)
-		inf, _ = mass(minusInf, edges[n-1])
-		for i := 0; i+1 < n; i++ {
-			p, r := mass(edges[i+1], edges[i])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+		if add != nil { // loss decreases with x: cell n−2−i
+			j := n - 2 - i
+			splitCell(add, j, addP(m0, m1), addQ(m0, m1), float64(loAdd+j)*delta, oneMinusEmD)
 		}
 	}
-	out := &PMF{interval: delta, offset: lo, probs: probs, inf: inf, pessimistic: true}
-	// Roundoff allowance: every cell mass is computed to a few ulps
-	// (between), so δ, a positive combination of them, is within a relative
-	// 64 ulps; the split's cancellation moves at most a few ulps of a cell's
-	// mass by one grid step, which changes δ by far less.
-	out.rel = 64 * 0x1p-52
-	out.trim()
+	for d, probs := range [2][]float64{rem, add} {
+		if probs == nil {
+			continue
+		}
+		p := &PMF{interval: delta, offset: lo, probs: probs, inf: remInf, pessimistic: true}
+		if d == int(Add) {
+			p.offset, p.inf = loAdd, addInf
+		}
+		// Roundoff allowance: every cell mass is computed to a few ulps
+		// (between), so δ, a positive combination of them, is within a
+		// relative 64 ulps; the split's cancellation moves at most a few ulps
+		// of a cell's mass by one grid step, which changes δ by far less.
+		p.rel = 64 * 0x1p-52
+		p.trim()
+		out[d] = p
+	}
 	return out, nil
 }
 
