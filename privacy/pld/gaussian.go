@@ -142,14 +142,6 @@ func (g *poissonGaussian) zRemove(l float64) (z0, z1 float64) {
 	return g.sigma*s + h, g.sigma*s - h
 }
 
-// normCDFs holds Φ(z) and Φ̄(z) = 1 − Φ(z) at a point, each with full
-// relative precision in its own tail.
-type normCDFs struct{ lo, hi float64 }
-
-func cdfs(z float64) normCDFs {
-	return normCDFs{lo: distuv.UnitNormal.CDF(z), hi: numeric.NormSF(z)}
-}
-
 // Nodes and weights of 8-point Gauss–Legendre quadrature on [−1, 1].
 var glNodes = [4]float64{0.1834346424956498, 0.5255324099163290, 0.7966664774136267, 0.9602898564975363}
 var glWeights = [4]float64{0.3626837833783620, 0.3137066458778873, 0.2223810344533745, 0.1012285362903763}
@@ -159,8 +151,10 @@ var glWeights = [4]float64{0.3626837833783620, 0.3137066458778873, 0.22238103445
 // interval is narrow (width·max(1, |z|) ≤ 1/2, where the density varies by
 // at most e^{1/2} and the quadrature error is far below rounding), else as
 // the difference of the CDFs in the thinner tail (then at least 1 − e^{−1/2}
-// of the larger term survives, so no digits are lost).
-func between(a, b normCDFs, za, zb float64) float64 {
+// of the larger term survives, so no digits are lost). Φ (and Φ̄ = 1 − Φ,
+// as numeric.NormSF) is evaluated only on that second path, which few cells
+// of a fine grid take: ±Inf give 0 and 1 exactly.
+func between(za, zb float64) float64 {
 	if w := zb - za; w*math.Max(1, math.Max(math.Abs(za), math.Abs(zb))) <= 0.5 {
 		h, m := 0.5*w, 0.5*(za+zb)
 		var s float64
@@ -172,11 +166,11 @@ func between(a, b normCDFs, za, zb float64) float64 {
 	}
 	switch {
 	case za >= 0:
-		return math.Max(0, a.hi-b.hi)
+		return math.Max(0, numeric.NormSF(za)-numeric.NormSF(zb))
 	case zb <= 0:
-		return math.Max(0, b.lo-a.lo)
+		return math.Max(0, distuv.UnitNormal.CDF(zb)-distuv.UnitNormal.CDF(za))
 	}
-	return math.Max(0, 1-a.lo-b.hi)
+	return math.Max(0, 1-distuv.UnitNormal.CDF(za)-numeric.NormSF(zb))
 }
 
 // PoissonGaussian returns the pessimistic PMF of one step of the
@@ -219,8 +213,8 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 // work both share done once. The add direction's grid is the negated remove
 // grid (the loss range is negated exactly, and ⌊−x⌋ = −⌈x⌉), so its edge
 // i is the remove direction's edge n−1−i, at the same output x, and its
-// cell i the remove direction's cell n−2−i: the edges' CDFs and the cells'
-// component masses are computed once, and each direction weighs and splits
+// cell i the remove direction's cell n−2−i: the cells' component masses
+// are computed once, and each direction weighs and splits
 // them as PoissonGaussian alone does, giving the same PMFs bit for bit.
 func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, error) {
 	var out [2]*PMF
@@ -241,26 +235,22 @@ func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, er
 	lo, n := int(ilo), int(ihi-ilo)+1
 	loAdd := -(lo + n - 1)
 
-	// Boundary outputs: b[i] = x at remove loss (lo+i)Δ, and the CDFs of
-	// the two mixture components (means 0 and 1) there.
-	type edge struct {
-		z0, z1 float64
-		c0, c1 normCDFs
-	}
+	// Boundary outputs: b[i] = x at remove loss (lo+i)Δ, standardized for
+	// the two mixture components (means 0 and 1).
+	type edge struct{ z0, z1 float64 }
 	edges := make([]edge, n)
 	for i := range edges {
 		var e edge
 		e.z0, e.z1 = g.zRemove(float64(lo+i) * delta)
-		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
 		edges[i] = e
 	}
 	// comps returns the masses of the two components on the x-interval
 	// between edges a and b (a the left one).
 	comps := func(a, b edge) (m0, m1 float64) {
-		return between(a.c0, b.c0, a.z0, b.z0), between(a.c1, b.c1, a.z1, b.z1)
+		return between(a.z0, b.z0), between(a.z1, b.z1)
 	}
-	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: normCDFs{0, 1}, c1: normCDFs{0, 1}}
-	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: normCDFs{1, 0}, c1: normCDFs{1, 0}}
+	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1)}
+	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1)}
 
 	// P and Q of a set of outputs from its component masses: remove P =
 	// mixture, Q = N(0); add P = N(0), Q = mixture.

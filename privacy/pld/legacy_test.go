@@ -3,10 +3,11 @@ package pld
 // The σ calibration and the per-epoch ε of the PLD accountant were made
 // cheaper (the logMGFs of a composition window taken four exponents per pass,
 // without subnormal arithmetic, and kept per PMF; the two directions of a
-// Poisson step built from one set of edges) under the promise that every
-// number stays the same bit for bit. This file keeps the code as it was
-// before, as the oracle of that promise: legacy_test.go's functions are the
-// former logMGF, window, convolve and PoissonGaussian, verbatim but for
+// Poisson step built from one set of edges, with the normal CDFs evaluated
+// only for the cells that use them) under the promise that every number
+// stays the same bit for bit. This file keeps the code as it was before, as
+// the oracle of that promise (legacy_match_test.go): the former logMGF,
+// window, convolve, PoissonGaussian, cdfs and between, verbatim but for
 // their names.
 
 import (
@@ -14,6 +15,7 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/dsp/fourier"
+	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -192,7 +194,7 @@ func oldPoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error
 	// mixture components (means 0 and 1) there.
 	type edge struct {
 		z0, z1 float64
-		c0, c1 normCDFs
+		c0, c1 oldNormCDFs
 	}
 	edges := make([]edge, n)
 	for i := range edges {
@@ -202,7 +204,7 @@ func oldPoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error
 		}
 		var e edge
 		e.z0, e.z1 = g.zRemove(l)
-		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
+		e.c0, e.c1 = oldCdfs(e.z0), oldCdfs(e.z1)
 		edges[i] = e
 	}
 	// mass returns (P, Q) of the x-interval between edges i and j (in x
@@ -212,12 +214,12 @@ func oldPoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error
 		wP0, wP1, wQ0, wQ1 = 1, 0, 1-q, q
 	}
 	mass := func(a, b edge) (p, r float64) {
-		m0 := between(a.c0, b.c0, a.z0, b.z0)
-		m1 := between(a.c1, b.c1, a.z1, b.z1)
+		m0 := oldBetween(a.c0, b.c0, a.z0, b.z0)
+		m1 := oldBetween(a.c1, b.c1, a.z1, b.z1)
 		return wP0*m0 + wP1*m1, wQ0*m0 + wQ1*m1
 	}
-	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: normCDFs{0, 1}, c1: normCDFs{0, 1}}
-	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: normCDFs{1, 0}, c1: normCDFs{1, 0}}
+	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: oldNormCDFs{0, 1}, c1: oldNormCDFs{0, 1}}
+	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: oldNormCDFs{1, 0}, c1: oldNormCDFs{1, 0}}
 
 	probs := make([]float64, n)
 	oneMinusEmD := -math.Expm1(-delta)
@@ -245,4 +247,29 @@ func oldPoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error
 	out.rel = 64 * 0x1p-52
 	out.trim()
 	return out, nil
+}
+
+type oldNormCDFs struct{ lo, hi float64 }
+
+func oldCdfs(z float64) oldNormCDFs {
+	return oldNormCDFs{lo: distuv.UnitNormal.CDF(z), hi: numeric.NormSF(z)}
+}
+
+func oldBetween(a, b oldNormCDFs, za, zb float64) float64 {
+	if w := zb - za; w*math.Max(1, math.Max(math.Abs(za), math.Abs(zb))) <= 0.5 {
+		h, m := 0.5*w, 0.5*(za+zb)
+		var s float64
+		for i, x := range glNodes {
+			u, v := m-h*x, m+h*x
+			s += glWeights[i] * (math.Exp(-0.5*u*u) + math.Exp(-0.5*v*v))
+		}
+		return h * s / math.Sqrt(2*math.Pi)
+	}
+	switch {
+	case za >= 0:
+		return math.Max(0, a.hi-b.hi)
+	case zb <= 0:
+		return math.Max(0, b.lo-a.lo)
+	}
+	return math.Max(0, 1-a.lo-b.hi)
 }
