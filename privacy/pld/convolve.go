@@ -37,9 +37,9 @@ func (p *PMF) mgfs() *mgfTable {
 }
 
 // logMGFs returns logMGF(p, interval, ±λ) for every λ of chernoffLambdas,
-// bit for bit: the sums of four exponents are taken in one pass over p
-// (their rounding chains are independent, so the processor overlaps them),
-// each in the order and with the roundings of logMGF.
+// bit for bit: the sums of four exponents are taken in one pass over the
+// masses (their rounding chains are independent, so the processor overlaps
+// them), each in the order and with the roundings of logMGF.
 func logMGFs(p []float64, interval float64) *mgfTable {
 	var t mgfTable
 	// The factor of one grid step, e^{−λΔ}, is the same in both directions
@@ -49,13 +49,22 @@ func logMGFs(p []float64, interval float64) *mgfTable {
 		r[k] = math.Exp(-lam * interval)
 	}
 	var sp, sn [len(chernoffLambdas)]float64
-	decayingSums(p, r[:], true, sp[:])
-	decayingSums(p, r[:], false, sn[:])
+	decayingSums(reversed(p), r[:], sp[:])
+	decayingSums(p, r[:], sn[:])
 	for k, lam := range chernoffLambdas {
 		t.pos[k] = logMGFFromSum(p, interval, lam, sp[k])
 		t.neg[k] = logMGFFromSum(p, interval, -lam, sn[k])
 	}
 	return &t
+}
+
+// reversed returns a reversed copy of p.
+func reversed(p []float64) []float64 {
+	out := make([]float64, len(p))
+	for i, v := range p {
+		out[len(p)-1-i] = v
+	}
+	return out
 }
 
 // logMGF returns an upper bound on ln Σ_i p_i e^{λ·i·Δ} (relative losses
@@ -66,9 +75,9 @@ func logMGFs(p []float64, interval float64) *mgfTable {
 func logMGF(p []float64, interval, lambda float64) float64 {
 	var s float64
 	if lambda >= 0 {
-		s = decayingSum(p, math.Exp(-lambda*interval), true, 0, 0, 1)
+		s = decayingSum(reversed(p), math.Exp(-lambda*interval), maxAbs(p), 0, 0, 1)
 	} else {
-		s = decayingSum(p, math.Exp(lambda*interval), false, 0, 0, 1)
+		s = decayingSum(p, math.Exp(lambda*interval), maxAbs(p), 0, 0, 1)
 	}
 	return logMGFFromSum(p, interval, lambda, s)
 }
@@ -102,117 +111,145 @@ func logMGFFromSum(p []float64, interval, lambda, s float64) float64 {
 	return m + math.Log(s) + slack
 }
 
-// decayingSums sets out[k] = decayingSum(p, rs[k], backward, 0, 0, 1) for
-// every k, four factors at a time in one pass while all four are normal,
-// then each on its own.
-func decayingSums(p []float64, rs []float64, backward bool, out []float64) {
+// decayingSums sets out[k] = decayingSum(p, rs[k], maxAbs(p), 0, 0, 1) for
+// every k, four factors at a time in one pass while all four are normal
+// and not all of their sums are final (negligible), then each on its own.
+// Rounding is monotone, so a factor with the smallest r of the four is,
+// after every step, the smallest of the four: while it is normal, so are
+// the others, and only it is tested.
+func decayingSums(p []float64, rs []float64, out []float64) {
 	const tiny = 0x1p-1022 // the smallest normal float64
-	n := len(p)
+	pmax := maxAbs(p)
 	k := 0
 	for ; k+4 <= len(rs); k += 4 {
-		r0, r1, r2, r3 := rs[k], rs[k+1], rs[k+2], rs[k+3]
+		// The factors are read from memory in the loops: with them in
+		// registers, the four sums and factors no longer fit and spill.
+		rr := (*[4]float64)(rs[k : k+4])
 		var s0, s1, s2, s3 float64
 		c0, c1, c2, c3 := 1.0, 1.0, 1.0, 1.0
 		j := 0
-		if backward {
-			for ; j < n && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny; j++ {
-				v := p[n-1-j]
-				s0 += v * c0
-				s1 += v * c1
-				s2 += v * c2
-				s3 += v * c3
-				c0 *= r0
-				c1 *= r1
-				c2 *= r2
-				c3 *= r3
+		for j < len(p) && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny {
+			if negligible(rr[0], pmax, s0, c0) && negligible(rr[1], pmax, s1, c1) &&
+				negligible(rr[2], pmax, s2, c2) && negligible(rr[3], pmax, s3, c3) {
+				break
 			}
-		} else {
-			for ; j < n && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny; j++ {
-				v := p[j]
-				s0 += v * c0
-				s1 += v * c1
-				s2 += v * c2
-				s3 += v * c3
-				c0 *= r0
-				c1 *= r1
-				c2 *= r2
-				c3 *= r3
+			end := min(len(p), j+negligibleEvery)
+			if rr[3] <= rr[0] && rr[3] <= rr[1] && rr[3] <= rr[2] {
+				for ; j < end && c3 >= tiny; j++ {
+					v := p[j]
+					s0 += v * c0
+					s1 += v * c1
+					s2 += v * c2
+					s3 += v * c3
+					c0 *= rr[0]
+					c1 *= rr[1]
+					c2 *= rr[2]
+					c3 *= rr[3]
+				}
+			} else {
+				for ; j < end && c0 >= tiny && c1 >= tiny && c2 >= tiny && c3 >= tiny; j++ {
+					v := p[j]
+					s0 += v * c0
+					s1 += v * c1
+					s2 += v * c2
+					s3 += v * c3
+					c0 *= rr[0]
+					c1 *= rr[1]
+					c2 *= rr[2]
+					c3 *= rr[3]
+				}
 			}
 		}
-		out[k] = decayingSum(p, r0, backward, j, s0, c0)
-		out[k+1] = decayingSum(p, r1, backward, j, s1, c1)
-		out[k+2] = decayingSum(p, r2, backward, j, s2, c2)
-		out[k+3] = decayingSum(p, r3, backward, j, s3, c3)
+		out[k] = decayingSum(p, rr[0], pmax, j, s0, c0)
+		out[k+1] = decayingSum(p, rr[1], pmax, j, s1, c1)
+		out[k+2] = decayingSum(p, rr[2], pmax, j, s2, c2)
+		out[k+3] = decayingSum(p, rr[3], pmax, j, s3, c3)
 	}
 	for ; k < len(rs); k++ {
-		out[k] = decayingSum(p, rs[k], backward, 0, 0, 1)
+		out[k] = decayingSum(p, rs[k], pmax, 0, 0, 1)
 	}
 }
 
-// decayingSum returns Σ p_i·c_i in floating point, taken from the last
-// index down (backward) or from the first up, where the factor starts at 1
-// and is multiplied by r in (0, 1] after each term: exactly the sum of the
-// plain loop
+// negligibleEvery is how many terms the loops of decayingSum(s) add between
+// two tests of negligible.
+const negligibleEvery = 64
+
+// maxAbs returns max |p_i| (0 for no p, NaN if some p_i is NaN).
+func maxAbs(p []float64) float64 {
+	var m float64
+	for _, v := range p {
+		if math.IsNaN(v) {
+			return v
+		}
+		m = math.Max(m, math.Abs(v))
+	}
+	return m
+}
+
+// negligible says whether no term left of a decaying sum (decayingSum) can
+// change its running sum s: with the factor c and every |p_i| ≤ pmax, each
+// remaining term is |fl(p_i·c_i)| ≤ fl(pmax·c)·(1 + 2⁻⁵²) + 2⁻¹⁰⁷⁵ (c only
+// decreases for r ≤ 1, and rounding is monotone), and fl(pmax·c) ≤ |s|·2⁻⁵⁶
+// with |s| ≥ 2⁻⁹⁰⁰ (normal, finite) makes that less than half an ulp of s
+// (≥ |s|·2⁻⁵⁴), so s + term rounds back to s, which therefore never moves.
+// A NaN or infinite pmax never passes.
+func negligible(r, pmax, s, c float64) bool {
+	a := math.Abs(s)
+	return r <= 1 && a >= 0x1p-900 && a <= math.MaxFloat64 && c*pmax <= a*0x1p-56
+}
+
+// decayingSum returns Σ p_i·c_i in floating point, from the first index
+// up, where the factor starts at 1 and is multiplied by r ≥ 0 after each
+// term: exactly the sum of the plain loop
 //
 //	s, c := 0.0, 1.0
-//	for each i in order { s += p[i]*c; c *= r }
+//	for i := range p { s += p[i]*c; c *= r }
 //
 // rounding for rounding, resumed after j terms with the running s and c
-// (j = 0, s = 0, c = 1 for the whole sum). It differs from the plain loop
-// only in speed. Once c has decayed below the smallest normal number, every
-// product and every update of c is a subnormal operation, tens of times
-// slower than a normal one on common CPUs, and with r > 1/2 the update c·r
-// rounds back to c at some multiple k of the smallest subnormal 2⁻¹⁰⁷⁴,
-// where c stays for the rest of the sum (for the larger λ of the window
-// search, most of the grid). From that point a term with |p_i| < 0.25/k has
-// an exact product |p_i·c| < 2⁻¹⁰⁷⁵, which rounds to ±0 and leaves s (never
-// −0) unchanged, so it is skipped; any other term is added as before.
-func decayingSum(p []float64, r float64, backward bool, j int, s, c float64) float64 {
-	n := len(p)
-	// idx maps the term number to the index into p.
-	idx := func(j int) int { return j }
-	if backward {
-		idx = func(j int) int { return n - 1 - j }
-	}
+// (j = 0, s = 0, c = 1 for the whole sum); pmax is maxAbs(p). It differs
+// from the plain loop only in speed. It stops as soon as the terms left
+// cannot move s (negligible), tested every 64 terms. Otherwise: once c has
+// decayed below the smallest normal number, every product and every update
+// of c is a subnormal operation, tens of times slower than a normal one on
+// common CPUs, and with r > 1/2 the update c·r rounds back to c at some
+// multiple k of the smallest subnormal 2⁻¹⁰⁷⁴, where c stays for the rest
+// of the sum. From that point a term with |p_i| < 0.25/k has an exact
+// product |p_i·c| < 2⁻¹⁰⁷⁵, which rounds to ±0 and leaves s (never −0)
+// unchanged, so it is skipped; any other term is added as before.
+func decayingSum(p []float64, r, pmax float64, j int, s, c float64) float64 {
+	const tiny = 0x1p-1022 // the smallest normal float64
 	// Normal factors: the plain loop.
-	if backward {
-		for ; j < n && c >= 0x1p-1022; j++ {
-			s += p[n-1-j] * c
-			c *= r
+	for j < len(p) && c >= tiny {
+		if negligible(r, pmax, s, c) {
+			return s
 		}
-	} else {
-		for ; j < n && c >= 0x1p-1022; j++ {
+		for end := min(len(p), j+negligibleEvery); j < end && c >= tiny; j++ {
 			s += p[j] * c
 			c *= r
 		}
 	}
+	if j == len(p) || negligible(r, pmax, s, c) {
+		return s
+	}
 	// Subnormal factors, still decaying.
-	for ; j < n; j++ {
+	for ; j < len(p); j++ {
 		next := c * r
 		if next == c {
 			break
 		}
-		s += p[idx(j)] * c
+		s += p[j] * c
 		c = next
 	}
-	if j == n {
+	if j == len(p) {
 		return s
 	}
 	// c is fixed from here: c = k·2⁻¹⁰⁷⁴ with k an integer (0 for c = 0,
 	// which gives thr = +Inf: every finite term is ±0).
 	k := c * 0x1p1000 * 0x1p74
 	thr := 0.25 / k
-	if backward {
-		for i := n - 1 - j; i >= 0; i-- {
-			if v := p[i]; !(math.Abs(v) < thr) {
-				s += v * c
-			}
-		}
-	} else {
-		for _, v := range p[j:] {
-			if !(math.Abs(v) < thr) {
-				s += v * c
-			}
+	for _, v := range p[j:] {
+		if !(math.Abs(v) < thr) {
+			s += v * c
 		}
 	}
 	return s

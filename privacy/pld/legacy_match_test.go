@@ -184,14 +184,41 @@ func TestDecayingSumExact(t *testing.T) {
 		}
 		ps = append(ps, p, p[:n/2+3], rev, rev[n/2-3:])
 	}
+	// A few large masses first, then masses whose products come near half
+	// an ulp of the sum while the factor decays: the early stop (the terms
+	// left cannot move the sum) must come no earlier than in the plain loop.
+	for _, shift := range []float64{0x1p-40, 0x1p-53, 0x1p-60} {
+		p := make([]float64, 5000)
+		for i := range p {
+			p[i] = shift * rng.Float64()
+			if i < 3 {
+				p[i] = 1 + rng.Float64()
+			}
+		}
+		ps = append(ps, p)
+	}
 	for _, p := range ps {
 		n := len(p)
 		for _, backward := range []bool{false, true} {
 			out := make([]float64, len(rates))
-			decayingSums(p, rates, backward, out)
+			in := p
+			if backward {
+				in = reversed(p)
+			}
+			decayingSums(in, rates, out)
+			// Out of order, so that a group's smallest factor is not its last.
+			shuffled := append([]float64(nil), rates...)
+			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			outShuffled := make([]float64, len(rates))
+			decayingSums(in, shuffled, outShuffled)
+			for k, r := range shuffled {
+				if want := plainDecayingSum(p, r, backward); math.Float64bits(outShuffled[k]) != math.Float64bits(want) {
+					t.Errorf("n = %d, r = %v, backward = %v, rates shuffled: decayingSums %v, plain loop %v", n, r, backward, outShuffled[k], want)
+				}
+			}
 			for k, r := range rates {
 				want := plainDecayingSum(p, r, backward)
-				got := decayingSum(p, r, backward, 0, 0, 1)
+				got := decayingSum(in, r, maxAbs(in), 0, 0, 1)
 				if math.Float64bits(got) != math.Float64bits(want) || math.Float64bits(out[k]) != math.Float64bits(want) {
 					t.Errorf("n = %d, r = %v, backward = %v: decayingSum %v, decayingSums %v, plain loop %v", n, r, backward, got, out[k], want)
 				}
