@@ -3,6 +3,8 @@ package pld
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -217,6 +219,16 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 // are computed once, and each direction weighs and splits
 // them as PoissonGaussian alone does, giving the same PMFs bit for bit.
 func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, error) {
+	return poissonGaussianPairOn(q, sigma, o, want, runtime.GOMAXPROCS(0))
+}
+
+// minCellsPerWorker is the fewest cells poissonGaussianPairOn gives one
+// goroutine.
+const minCellsPerWorker = 4096
+
+// poissonGaussianPairOn is poissonGaussianPair with the cells spread over up
+// to workers goroutines; the result does not depend on workers.
+func poissonGaussianPairOn(q, sigma float64, o Options, want [2]bool, workers int) ([2]*PMF, error) {
 	var out [2]*PMF
 	g := newPoissonGaussian(q, sigma, Remove)
 	delta := o.Interval
@@ -235,14 +247,13 @@ func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, er
 	lo, n := int(ilo), int(ihi-ilo)+1
 	loAdd := -(lo + n - 1)
 
-	// Boundary outputs: b[i] = x at remove loss (lo+i)Δ, standardized for
-	// the two mixture components (means 0 and 1).
+	// edgeAt returns the boundary output x at remove loss (lo+i)Δ,
+	// standardized for the two mixture components (means 0 and 1).
 	type edge struct{ z0, z1 float64 }
-	edges := make([]edge, n)
-	for i := range edges {
+	edgeAt := func(i int) edge {
 		var e edge
 		e.z0, e.z1 = g.zRemove(float64(lo+i) * delta)
-		edges[i] = e
+		return e
 	}
 	// comps returns the masses of the two components on the x-interval
 	// between edges a and b (a the left one).
@@ -261,8 +272,8 @@ func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, er
 
 	var rem, add []float64
 	var remInf, addInf float64
-	below0, below1 := comps(minusInf, edges[0])  // remove: lowest loss; add: +∞
-	above0, above1 := comps(edges[n-1], plusInf) // remove: +∞; add: lowest loss
+	below0, below1 := comps(minusInf, edgeAt(0))  // remove: lowest loss; add: +∞
+	above0, above1 := comps(edgeAt(n-1), plusInf) // remove: +∞; add: lowest loss
 	if want[Remove] {
 		rem = make([]float64, n)
 		rem[0], remInf = remP(below0, below1), remP(above0, above1)
@@ -271,15 +282,74 @@ func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, er
 		add = make([]float64, n)
 		add[0], addInf = addP(above0, above1), addP(below0, below1)
 	}
+	// The cells are split in chunks of consecutive cells [a, b), on up to
+	// workers goroutines. Cell i (of the remove direction; the add
+	// direction's cell j = n−2−i) gives a low part to grid point i (j) and a
+	// high part to i+1 (j+1), as splitCell does. A chunk writes the points
+	// whose low part is its own and hands back the high part that lands on
+	// another chunk's point (remove: of its last cell, to point b; add: of
+	// its first cell, to point n−1−a), added after all chunks are done. Every
+	// point thus sums the same one or two parts as the sequential loop of
+	// PoissonGaussian in its time, starting from 0 (or the tail mass at point
+	// 0), only the two parts of a chunk's boundary point possibly in the
+	// other order, which floating-point addition does not see (a + b = b + a,
+	// and no part is −0): the PMFs are the same bit for bit for any workers.
+	type carry struct {
+		rem, add       float64
+		hasRem, hasAdd bool
+	}
 	oneMinusEmD := -math.Expm1(-delta)
-	for i := 0; i+1 < n; i++ {
-		m0, m1 := comps(edges[i], edges[i+1])
-		if rem != nil { // loss increases with x: cell i
-			splitCell(rem, i, remP(m0, m1), remQ(m0, m1), float64(lo+i)*delta, oneMinusEmD)
+	cells := func(a, b int) (c carry) {
+		left := edgeAt(a)
+		for i := a; i < b; i++ {
+			right := edgeAt(i + 1)
+			m0, m1 := comps(left, right)
+			left = right
+			if rem != nil { // loss increases with x: cell i
+				if low, high, ok := splitParts(remP(m0, m1), remQ(m0, m1), float64(lo+i)*delta, oneMinusEmD); ok {
+					if i+1 < b {
+						rem[i+1] += high
+					} else {
+						c.rem, c.hasRem = high, true
+					}
+					rem[i] += low
+				}
+			}
+			if add != nil { // loss decreases with x: cell n−2−i
+				j := n - 2 - i
+				if low, high, ok := splitParts(addP(m0, m1), addQ(m0, m1), float64(loAdd+j)*delta, oneMinusEmD); ok {
+					if i > a {
+						add[j+1] += high
+					} else {
+						c.add, c.hasAdd = high, true
+					}
+					add[j] += low
+				}
+			}
 		}
-		if add != nil { // loss decreases with x: cell n−2−i
-			j := n - 2 - i
-			splitCell(add, j, addP(m0, m1), addQ(m0, m1), float64(loAdd+j)*delta, oneMinusEmD)
+		return c
+	}
+	chunks := max(1, min(workers, (n-1)/minCellsPerWorker))
+	bounds := make([]int, chunks+1)
+	for k := range bounds {
+		bounds[k] = k * (n - 1) / chunks
+	}
+	carries := make([]carry, chunks)
+	if chunks == 1 {
+		carries[0] = cells(0, n-1)
+	} else {
+		var wg sync.WaitGroup
+		for k := range chunks {
+			wg.Go(func() { carries[k] = cells(bounds[k], bounds[k+1]) })
+		}
+		wg.Wait()
+	}
+	for k, c := range carries {
+		if c.hasRem {
+			rem[bounds[k+1]] += c.rem
+		}
+		if c.hasAdd {
+			add[n-1-bounds[k]] += c.add
 		}
 	}
 	for d, probs := range [2][]float64{rem, add} {
@@ -301,14 +371,14 @@ func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, er
 	return out, nil
 }
 
-// splitCell adds the cell (ℓ_i, ℓ_i+Δ] of P-mass p and Q-mass r to grid
-// points i and i+1 by connect-the-dots.
-func splitCell(probs []float64, i int, p, r, li, oneMinusEmD float64) {
+// splitParts splits the cell (ℓ_i, ℓ_i+Δ] of P-mass p and Q-mass r between
+// grid points i (low) and i+1 (high) by connect-the-dots; ok is false for
+// an empty cell (p = 0), which adds nothing.
+func splitParts(p, r, li, oneMinusEmD float64) (low, high float64, ok bool) {
 	if p == 0 {
-		return
+		return 0, 0, false
 	}
 	hi := (p - math.Exp(li+math.Log(r))) / oneMinusEmD
 	hi = math.Min(math.Max(hi, 0), p)
-	probs[i+1] += hi
-	probs[i] += p - hi
+	return p - hi, hi, true
 }

@@ -303,6 +303,46 @@ func TestPoissonGaussianMatchesLegacy(t *testing.T) {
 	}
 }
 
+// TestPoissonGaussianWorkers: the cells split over 1 to 7 goroutines give
+// the former PoissonGaussian bit for bit, chunk boundaries and all (a fine
+// grid, so that there are several chunks of 4096 cells).
+func TestPoissonGaussianWorkers(t *testing.T) {
+	cases := []struct{ q, sigma, interval float64 }{{2048.0 / 60000, 0.889923, 1e-4}, {0.5, 0.7, 2e-4}}
+	if testing.Short() {
+		cases = cases[1:]
+	}
+	for _, c := range cases {
+		o, _ := Options{Interval: c.interval}.withDefaults()
+		var want [2]*PMF
+		for _, d := range []Direction{Remove, Add} {
+			var err error
+			if want[d], err = oldPoissonGaussian(c.q, c.sigma, d, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := want[Remove].Len(); n < 3*minCellsPerWorker {
+			t.Fatalf("q = %g, σ = %g: %d grid points, too few for 3 chunks", c.q, c.sigma, n)
+		}
+		for _, workers := range []int{1, 2, 3, 7} {
+			for _, only := range [][2]bool{{true, true}, {true, false}, {false, true}} {
+				got, err := poissonGaussianPairOn(c.q, c.sigma, o, only, workers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range []Direction{Remove, Add} {
+					if !only[d] {
+						if got[d] != nil {
+							t.Errorf("%v built but not asked for", d)
+						}
+						continue
+					}
+					samePMF(t, fmt.Sprintf("q = %g, σ = %g, %d workers, %v", c.q, c.sigma, workers, d), got[d], want[d])
+				}
+			}
+		}
+	}
+}
+
 // TestComposeMatchesLegacy: Compose and SelfCompose, whose windows now come
 // from the kept logMGF tables, equal the former convolve bit for bit.
 func TestComposeMatchesLegacy(t *testing.T) {

@@ -7,7 +7,7 @@ package pld
 // only for the cells that use them) under the promise that every number
 // stays the same bit for bit. This file keeps the code as it was before, as
 // the oracle of that promise (legacy_match_test.go): the former logMGF,
-// window, convolve, PoissonGaussian, cdfs and between, verbatim but for
+// window, convolve, PoissonGaussian, cdfs, between and splitCell, verbatim but for
 // their names.
 
 import (
@@ -229,14 +229,14 @@ func oldPoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error
 		inf, _ = mass(edges[n-1], plusInf)
 		for i := 0; i+1 < n; i++ {
 			p, r := mass(edges[i], edges[i+1])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+			oldSplitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
 		}
 	} else { // loss decreases with x
 		probs[0], _ = mass(edges[0], plusInf)
 		inf, _ = mass(minusInf, edges[n-1])
 		for i := 0; i+1 < n; i++ {
 			p, r := mass(edges[i+1], edges[i])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+			oldSplitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
 		}
 	}
 	out := &PMF{interval: delta, offset: lo, probs: probs, inf: inf, pessimistic: true}
@@ -272,4 +272,14 @@ func oldBetween(a, b oldNormCDFs, za, zb float64) float64 {
 		return math.Max(0, b.lo-a.lo)
 	}
 	return math.Max(0, 1-a.lo-b.hi)
+}
+
+func oldSplitCell(probs []float64, i int, p, r, li, oneMinusEmD float64) {
+	if p == 0 {
+		return
+	}
+	hi := (p - math.Exp(li+math.Log(r))) / oneMinusEmD
+	hi = math.Min(math.Max(hi, 0), p)
+	probs[i+1] += hi
+	probs[i] += p - hi
 }
