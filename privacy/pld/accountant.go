@@ -126,29 +126,32 @@ func (a *PoissonAccountant) composed(steps int) (*[2]*PMF, error) {
 	return nil, fmt.Errorf("pld: q = %g, sigma = %g, steps = %d: %w", a.q, a.sigma, steps, lastErr)
 }
 
-// composeAt composes both directions at one interval (a.mu held).
+// composeAt composes both directions at one interval (a.mu held), the
+// remove direction's error first if both fail, as composing them one after
+// the other would.
 func (a *PoissonAccountant) composeAt(steps int, interval float64) (*[2]*PMF, error) {
 	s, ok := a.single[interval]
 	if !ok {
 		o := Options{Interval: interval, TailMass: a.opts.TailMass}
-		rem, err := PoissonGaussian(a.q, a.sigma, Remove, o)
+		both, err := poissonGaussianPair(a.q, a.sigma, o, [2]bool{Remove: true, Add: true})
 		if err != nil {
 			return nil, err
 		}
-		add, err := PoissonGaussian(a.q, a.sigma, Add, o)
-		if err != nil {
-			return nil, err
-		}
-		s = &[2]*PMF{rem, add}
+		s = &both
 		a.single[interval] = s
 	}
+	// The two directions are independent: composed on two goroutines.
 	var c [2]*PMF
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i, p := range s {
-		r, err := p.SelfCompose(steps)
+		wg.Go(func() { c[i], errs[i] = p.SelfCompose(steps) })
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		c[i] = r
 	}
 	return &c, nil
 }

@@ -3,6 +3,8 @@ package pld
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/dpsgd/dpsgd/internal/numeric"
 	"github.com/dpsgd/dpsgd/privacy"
@@ -142,14 +144,6 @@ func (g *poissonGaussian) zRemove(l float64) (z0, z1 float64) {
 	return g.sigma*s + h, g.sigma*s - h
 }
 
-// normCDFs holds Φ(z) and Φ̄(z) = 1 − Φ(z) at a point, each with full
-// relative precision in its own tail.
-type normCDFs struct{ lo, hi float64 }
-
-func cdfs(z float64) normCDFs {
-	return normCDFs{lo: distuv.UnitNormal.CDF(z), hi: numeric.NormSF(z)}
-}
-
 // Nodes and weights of 8-point Gauss–Legendre quadrature on [−1, 1].
 var glNodes = [4]float64{0.1834346424956498, 0.5255324099163290, 0.7966664774136267, 0.9602898564975363}
 var glWeights = [4]float64{0.3626837833783620, 0.3137066458778873, 0.2223810344533745, 0.1012285362903763}
@@ -159,8 +153,10 @@ var glWeights = [4]float64{0.3626837833783620, 0.3137066458778873, 0.22238103445
 // interval is narrow (width·max(1, |z|) ≤ 1/2, where the density varies by
 // at most e^{1/2} and the quadrature error is far below rounding), else as
 // the difference of the CDFs in the thinner tail (then at least 1 − e^{−1/2}
-// of the larger term survives, so no digits are lost).
-func between(a, b normCDFs, za, zb float64) float64 {
+// of the larger term survives, so no digits are lost). Φ (and Φ̄ = 1 − Φ,
+// as numeric.NormSF) is evaluated only on that second path, which few cells
+// of a fine grid take: ±Inf give 0 and 1 exactly.
+func between(za, zb float64) float64 {
 	if w := zb - za; w*math.Max(1, math.Max(math.Abs(za), math.Abs(zb))) <= 0.5 {
 		h, m := 0.5*w, 0.5*(za+zb)
 		var s float64
@@ -172,11 +168,11 @@ func between(a, b normCDFs, za, zb float64) float64 {
 	}
 	switch {
 	case za >= 0:
-		return math.Max(0, a.hi-b.hi)
+		return math.Max(0, numeric.NormSF(za)-numeric.NormSF(zb))
 	case zb <= 0:
-		return math.Max(0, b.lo-a.lo)
+		return math.Max(0, distuv.UnitNormal.CDF(zb)-distuv.UnitNormal.CDF(za))
 	}
-	return math.Max(0, 1-a.lo-b.hi)
+	return math.Max(0, 1-distuv.UnitNormal.CDF(za)-numeric.NormSF(zb))
 }
 
 // PoissonGaussian returns the pessimistic PMF of one step of the
@@ -205,7 +201,36 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pld: PoissonGaussian: %w", err)
 	}
-	g := newPoissonGaussian(q, sigma, dir)
+	var want [2]bool
+	want[dir] = true
+	pair, err := poissonGaussianPair(q, sigma, o, want)
+	if err != nil {
+		return nil, err
+	}
+	return pair[dir], nil
+}
+
+// poissonGaussianPair is PoissonGaussian for valid q, σ and o (defaults
+// filled), in the directions want selects (indexed by Direction), with the
+// work both share done once. The add direction's grid is the negated remove
+// grid (the loss range is negated exactly, and ⌊−x⌋ = −⌈x⌉), so its edge
+// i is the remove direction's edge n−1−i, at the same output x, and its
+// cell i the remove direction's cell n−2−i: the cells' component masses
+// are computed once, and each direction weighs and splits
+// them as PoissonGaussian alone does, giving the same PMFs bit for bit.
+func poissonGaussianPair(q, sigma float64, o Options, want [2]bool) ([2]*PMF, error) {
+	return poissonGaussianPairOn(q, sigma, o, want, runtime.GOMAXPROCS(0))
+}
+
+// minCellsPerWorker is the fewest cells poissonGaussianPairOn gives one
+// goroutine.
+const minCellsPerWorker = 4096
+
+// poissonGaussianPairOn is poissonGaussianPair with the cells spread over up
+// to workers goroutines; the result does not depend on workers.
+func poissonGaussianPairOn(q, sigma float64, o Options, want [2]bool, workers int) ([2]*PMF, error) {
+	var out [2]*PMF
+	g := newPoissonGaussian(q, sigma, Remove)
 	delta := o.Interval
 	lmin, lmax := g.lossRange(o.TailMass)
 	// The loss is 0 at x = 1/2, inside the range; the grid always holds
@@ -214,78 +239,146 @@ func PoissonGaussian(q, sigma float64, dir Direction, o Options) (*PMF, error) {
 	// loss 0 rather than one edge with half of P above it sent to +∞.
 	ilo, ihi := math.Min(math.Floor(lmin/delta), -1), math.Max(math.Ceil(lmax/delta), 1)
 	if ihi-ilo+1 > maxGridLen {
-		return nil, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
+		return out, fmt.Errorf("pld: PoissonGaussian: q = %g, sigma = %g needs %g grid points at Interval = %g (more than %d): %w",
 			q, sigma, ihi-ilo+1, delta, maxGridLen, ErrGridTooLarge)
 	}
+	// Remove-direction grid: losses (lo+i)Δ, i < n; the add direction's is
+	// (−lo−n+1+i)Δ = −(lo+n−1−i)Δ.
 	lo, n := int(ilo), int(ihi-ilo)+1
+	loAdd := -(lo + n - 1)
 
-	// Boundary outputs: b[i] = x at loss (lo+i)Δ, and the CDFs of the two
-	// mixture components (means 0 and 1) there.
-	type edge struct {
-		z0, z1 float64
-		c0, c1 normCDFs
-	}
-	edges := make([]edge, n)
-	for i := range edges {
-		l := float64(lo+i) * delta
-		if dir == Add {
-			l = -l
-		}
+	// edgeAt returns the boundary output x at remove loss (lo+i)Δ,
+	// standardized for the two mixture components (means 0 and 1).
+	type edge struct{ z0, z1 float64 }
+	edgeAt := func(i int) edge {
 		var e edge
-		e.z0, e.z1 = g.zRemove(l)
-		e.c0, e.c1 = cdfs(e.z0), cdfs(e.z1)
-		edges[i] = e
+		e.z0, e.z1 = g.zRemove(float64(lo+i) * delta)
+		return e
 	}
-	// mass returns (P, Q) of the x-interval between edges i and j (in x
-	// order: i is the left edge).
-	wP0, wP1, wQ0, wQ1 := 1-q, q, 1.0, 0.0 // remove: P = mixture, Q = N(0)
-	if dir == Add {
-		wP0, wP1, wQ0, wQ1 = 1, 0, 1-q, q
+	// comps returns the masses of the two components on the x-interval
+	// between edges a and b (a the left one).
+	comps := func(a, b edge) (m0, m1 float64) {
+		return between(a.z0, b.z0), between(a.z1, b.z1)
 	}
-	mass := func(a, b edge) (p, r float64) {
-		m0 := between(a.c0, b.c0, a.z0, b.z0)
-		m1 := between(a.c1, b.c1, a.z1, b.z1)
-		return wP0*m0 + wP1*m1, wQ0*m0 + wQ1*m1
-	}
-	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1), c0: normCDFs{0, 1}, c1: normCDFs{0, 1}}
-	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1), c0: normCDFs{1, 0}, c1: normCDFs{1, 0}}
+	minusInf := edge{z0: math.Inf(-1), z1: math.Inf(-1)}
+	plusInf := edge{z0: math.Inf(1), z1: math.Inf(1)}
 
-	probs := make([]float64, n)
+	// P and Q of a set of outputs from its component masses: remove P =
+	// mixture, Q = N(0); add P = N(0), Q = mixture.
+	remP := func(m0, m1 float64) float64 { return (1-q)*m0 + q*m1 }
+	remQ := func(m0, m1 float64) float64 { return 1.0*m0 + 0.0*m1 }
+	addP := func(m0, m1 float64) float64 { return 1.0*m0 + 0.0*m1 }
+	addQ := func(m0, m1 float64) float64 { return (1-q)*m0 + q*m1 }
+
+	var rem, add []float64
+	var remInf, addInf float64
+	below0, below1 := comps(minusInf, edgeAt(0))  // remove: lowest loss; add: +∞
+	above0, above1 := comps(edgeAt(n-1), plusInf) // remove: +∞; add: lowest loss
+	if want[Remove] {
+		rem = make([]float64, n)
+		rem[0], remInf = remP(below0, below1), remP(above0, above1)
+	}
+	if want[Add] {
+		add = make([]float64, n)
+		add[0], addInf = addP(above0, above1), addP(below0, below1)
+	}
+	// The cells are split in chunks of consecutive cells [a, b), on up to
+	// workers goroutines. Cell i (of the remove direction; the add
+	// direction's cell j = n−2−i) gives a low part to grid point i (j) and a
+	// high part to i+1 (j+1), as splitCell does. A chunk writes the points
+	// whose low part is its own and hands back the high part that lands on
+	// another chunk's point (remove: of its last cell, to point b; add: of
+	// its first cell, to point n−1−a), added after all chunks are done. Every
+	// point thus sums the same one or two parts as the sequential loop of
+	// PoissonGaussian in its time, starting from 0 (or the tail mass at point
+	// 0), only the two parts of a chunk's boundary point possibly in the
+	// other order, which floating-point addition does not see (a + b = b + a,
+	// and no part is −0): the PMFs are the same bit for bit for any workers.
+	type carry struct {
+		rem, add       float64
+		hasRem, hasAdd bool
+	}
 	oneMinusEmD := -math.Expm1(-delta)
-	var inf float64
-	if dir == Remove { // loss increases with x
-		probs[0], _ = mass(minusInf, edges[0])
-		inf, _ = mass(edges[n-1], plusInf)
-		for i := 0; i+1 < n; i++ {
-			p, r := mass(edges[i], edges[i+1])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+	cells := func(a, b int) (c carry) {
+		left := edgeAt(a)
+		for i := a; i < b; i++ {
+			right := edgeAt(i + 1)
+			m0, m1 := comps(left, right)
+			left = right
+			if rem != nil { // loss increases with x: cell i
+				if low, high, ok := splitParts(remP(m0, m1), remQ(m0, m1), float64(lo+i)*delta, oneMinusEmD); ok {
+					if i+1 < b {
+						rem[i+1] += high
+					} else {
+						c.rem, c.hasRem = high, true
+					}
+					rem[i] += low
+				}
+			}
+			if add != nil { // loss decreases with x: cell n−2−i
+				j := n - 2 - i
+				if low, high, ok := splitParts(addP(m0, m1), addQ(m0, m1), float64(loAdd+j)*delta, oneMinusEmD); ok {
+					if i > a {
+						add[j+1] += high
+					} else {
+						c.add, c.hasAdd = high, true
+					}
+					add[j] += low
+				}
+			}
 		}
-	} else { // loss decreases with x
-		probs[0], _ = mass(edges[0], plusInf)
-		inf, _ = mass(minusInf, edges[n-1])
-		for i := 0; i+1 < n; i++ {
-			p, r := mass(edges[i+1], edges[i])
-			splitCell(probs, i, p, r, float64(lo+i)*delta, oneMinusEmD)
+		return c
+	}
+	chunks := max(1, min(workers, (n-1)/minCellsPerWorker))
+	bounds := make([]int, chunks+1)
+	for k := range bounds {
+		bounds[k] = k * (n - 1) / chunks
+	}
+	carries := make([]carry, chunks)
+	if chunks == 1 {
+		carries[0] = cells(0, n-1)
+	} else {
+		var wg sync.WaitGroup
+		for k := range chunks {
+			wg.Go(func() { carries[k] = cells(bounds[k], bounds[k+1]) })
+		}
+		wg.Wait()
+	}
+	for k, c := range carries {
+		if c.hasRem {
+			rem[bounds[k+1]] += c.rem
+		}
+		if c.hasAdd {
+			add[n-1-bounds[k]] += c.add
 		}
 	}
-	out := &PMF{interval: delta, offset: lo, probs: probs, inf: inf, pessimistic: true}
-	// Roundoff allowance: every cell mass is computed to a few ulps
-	// (between), so δ, a positive combination of them, is within a relative
-	// 64 ulps; the split's cancellation moves at most a few ulps of a cell's
-	// mass by one grid step, which changes δ by far less.
-	out.rel = 64 * 0x1p-52
-	out.trim()
+	for d, probs := range [2][]float64{rem, add} {
+		if probs == nil {
+			continue
+		}
+		p := &PMF{interval: delta, offset: lo, probs: probs, inf: remInf, pessimistic: true}
+		if d == int(Add) {
+			p.offset, p.inf = loAdd, addInf
+		}
+		// Roundoff allowance: every cell mass is computed to a few ulps
+		// (between), so δ, a positive combination of them, is within a
+		// relative 64 ulps; the split's cancellation moves at most a few ulps
+		// of a cell's mass by one grid step, which changes δ by far less.
+		p.rel = 64 * 0x1p-52
+		p.trim()
+		out[d] = p
+	}
 	return out, nil
 }
 
-// splitCell adds the cell (ℓ_i, ℓ_i+Δ] of P-mass p and Q-mass r to grid
-// points i and i+1 by connect-the-dots.
-func splitCell(probs []float64, i int, p, r, li, oneMinusEmD float64) {
+// splitParts splits the cell (ℓ_i, ℓ_i+Δ] of P-mass p and Q-mass r between
+// grid points i (low) and i+1 (high) by connect-the-dots; ok is false for
+// an empty cell (p = 0), which adds nothing.
+func splitParts(p, r, li, oneMinusEmD float64) (low, high float64, ok bool) {
 	if p == 0 {
-		return
+		return 0, 0, false
 	}
 	hi := (p - math.Exp(li+math.Log(r))) / oneMinusEmD
 	hi = math.Min(math.Max(hi, 0), p)
-	probs[i+1] += hi
-	probs[i] += p - hi
+	return p - hi, hi, true
 }

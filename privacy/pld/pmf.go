@@ -3,6 +3,7 @@ package pld
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/dpsgd/dpsgd/privacy"
 )
@@ -38,6 +39,9 @@ type PMF struct {
 	err         float64   // absolute bound on |δ error| at any ε
 	rel         float64   // relative bound on |δ error|
 	pessimistic bool
+
+	mgfOnce sync.Once // computes mgf, the logMGFs of probs for composition windows
+	mgf     *mgfTable
 }
 
 // FromLosses returns the PMF with mass masses[i] at loss losses[i] plus
