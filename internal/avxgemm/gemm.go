@@ -152,7 +152,7 @@ func fits(length, rows, cols, ld int) bool {
 }
 
 // run is the product, by blocks of ncMax columns and kcMax values of k: each block of B is
-// packed into panels of nr columns (zero-padded), then every 16-row block of A is multiplied
+// packed into panels of nr columns (zero-padded), then every block of mr rows of A is multiplied
 // with every panel by one kernel call.
 func run[T float](ks kernelSet[T], workers int, tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	nr := ks.nr
@@ -203,7 +203,7 @@ type tileBlock[T float] struct {
 	mode         int
 }
 
-// rows computes the 16-row blocks b0 … b1−1 of the block against all its panels.
+// rows computes the blocks of mr rows b0 … b1−1 of the block against all its panels.
 func (t *tileBlock[T]) rows(b0, b1 int) {
 	var edge *[]T
 	nr := t.ks.nr

@@ -93,14 +93,7 @@ func libraryGemm(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, ldc
 			return false
 		}
 	}
-	aRows, aCols := m, k // A as stored
-	if tA != blas.NoTrans {
-		aRows, aCols = k, m
-	}
-	bRows, bCols := k, n
-	if tB != blas.NoTrans {
-		bRows, bCols = n, k
-	}
+	aRows, aCols, bRows, bCols := storedShapes(tA, tB, m, n, k)
 	// m, n, k ≥ 1 and strides < 2³¹: the products below cannot overflow an int.
 	return lda >= aCols && ldb >= bCols && ldc >= n &&
 		lenA >= (aRows-1)*lda+aCols && lenB >= (bRows-1)*ldb+bCols && lenC >= (m-1)*ldc+n
@@ -115,14 +108,7 @@ func panicIfWrapped(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, 
 	if !validTrans(tA) || !validTrans(tB) || m <= 0 || n <= 0 || k <= 0 {
 		return
 	}
-	aRows, aCols := m, k
-	if tA != blas.NoTrans {
-		aRows, aCols = k, m
-	}
-	bRows, bCols := k, n
-	if tB != blas.NoTrans {
-		bRows, bCols = n, k
-	}
+	aRows, aCols, bRows, bCols := storedShapes(tA, tB, m, n, k)
 	if lda < aCols || ldb < bCols || ldc < n {
 		return
 	}
@@ -141,6 +127,18 @@ func panicIfWrapped(tA, tB blas.Transpose, m, n, k, lenA, lda, lenB, ldb, lenC, 
 			panic(x.msg)
 		}
 	}
+}
+
+// storedShapes is the shapes of A and B as stored, for op(A) m×k and op(B) k×n.
+func storedShapes(tA, tB blas.Transpose, m, n, k int) (aRows, aCols, bRows, bCols int) {
+	aRows, aCols, bRows, bCols = m, k, k, n
+	if tA != blas.NoTrans {
+		aRows, aCols = k, m
+	}
+	if tB != blas.NoTrans {
+		bRows, bCols = n, k
+	}
+	return aRows, aCols, bRows, bCols
 }
 
 func validTrans(t blas.Transpose) bool {
